@@ -1,0 +1,77 @@
+"""procflow's one exception tree.
+
+Every error procflow raises on purpose derives from :class:`ProcflowError`; anything else reaching
+the CLI is a bug. Messages say what went wrong, where, and how to fix it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from procflow.model.source import Diagnostic
+
+
+class ProcflowError(Exception):
+    """Base of every error procflow raises on purpose."""
+
+
+# --- definitions -----------------------------------------------------------------------------
+
+
+class DefinitionError(ProcflowError):
+    """A definition file is invalid; carries every problem found in it."""
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        self.diagnostics = diagnostics
+        errors = [d for d in diagnostics if d.severity == "error"]
+        first = errors[0].format() if errors else "invalid definition"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        super().__init__(first + more)
+
+
+# --- expressions -----------------------------------------------------------------------------
+
+
+class ExprError(ProcflowError):
+    """An expression could not be parsed or evaluated.
+
+    ``offset`` is the 0-based character index into the expression text where the problem is,
+    or ``None`` when the problem has no single place.
+    """
+
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.offset = offset
+
+
+class ExprSyntaxError(ExprError):
+    """The expression text is not valid (also: too long, nested too deep)."""
+
+
+class ExprEvalError(ExprError):
+    """The expression is valid but cannot be evaluated on these values."""
+
+
+class DurationError(ProcflowError):
+    """A duration literal is malformed (both syntaxes: ``1h30m`` and ISO-8601 ``PT1H30M``)."""
+
+
+# --- requests and runs -----------------------------------------------------------------------
+
+
+class UsageError(ProcflowError):
+    """A request that cannot be used: unknown name or id, bad input, a rejected write (exit 2)."""
+
+
+class NotFoundError(UsageError):
+    """An unknown definition, run, record, task or event type."""
+
+
+class StepFailure(ProcflowError):
+    """A step attempt failed (raised by the runtime, caught and routed by it)."""
+
+
+class NonRetryableError(ProcflowError):
+    """Raised by a delegate or connector action to skip the remaining retry attempts."""

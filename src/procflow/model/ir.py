@@ -1,0 +1,513 @@
+"""The intermediate representation both dialects compile into.
+
+Frozen dataclasses only. Every node that a runtime error or a diagram may need to point at keeps
+its :class:`Pos`. Expressions are parsed once (``Expr``/``Template``/``ValueTree`` from
+:mod:`procflow.expr`) and never re-read from text. Nothing downstream looks at YAML again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal
+
+from procflow.expr import Expr, Placeholders, Template, ValueTree
+from procflow.model.source import Pos
+
+END = "end"  # the route literal that ends the path it is on
+
+# --- shared --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """``count`` further attempts (total = count + 1), each due ``every`` after a failure."""
+
+    count: int
+    every: timedelta
+    pos: Pos
+
+    @property
+    def attempts(self) -> int:
+        return self.count + 1
+
+
+# --- intent: data ----------------------------------------------------------------------------
+
+FieldType = Literal[
+    "string", "text", "integer", "int", "long", "decimal", "double", "boolean", "date",
+    "timestamp", "uuid",
+]
+RelationKind = Literal["manyToOne", "oneToOne", "oneToMany", "manyToMany"]
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    name: str
+    type: FieldType
+    pos: Pos
+    primary_key: bool = False
+    generated: bool = False
+    required: bool = False
+    length: int | None = None
+    default: Any = None
+    unique: bool = False
+    precision: int | None = None
+    scale: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Relation:
+    name: str
+    kind: RelationKind
+    to: str
+    pos: Pos
+    function: str | None = None
+    init: int | None = None  # resolved seed id of the initial status
+    required: bool = False
+
+    @property
+    def to_one(self) -> bool:
+        return self.kind in ("manyToOne", "oneToOne")
+
+    @property
+    def is_status(self) -> bool:
+        return self.to_one and self.function == "EntityStatus"
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    name: str
+    pos: Pos
+    fields: tuple[Field, ...]
+    relations: tuple[Relation, ...] = ()
+    function: str | None = None
+
+    @property
+    def is_setting(self) -> bool:
+        return self.function == "Setting"
+
+    @property
+    def primary_key(self) -> Field:
+        return next(f for f in self.fields if f.primary_key)
+
+    def field(self, name: str) -> Field | None:
+        return next((f for f in self.fields if f.name == name), None)
+
+    def relation(self, name: str) -> Relation | None:
+        return next((r for r in self.relations if r.name == name), None)
+
+    @property
+    def status_relation(self) -> Relation | None:
+        return next((r for r in self.relations if r.is_status), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Seed:
+    name: str
+    entity: str
+    rows: tuple[Mapping[str, Any], ...]
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class Form:
+    name: str
+    for_entity: str
+    fields: tuple[str, ...]
+    actions: tuple[str, ...]
+    pos: Pos
+
+
+# --- intent: processes -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    event: Literal["onCreate", "onUpdate", "onDelete"]
+    entity: str
+    pos: Pos
+    when: tuple[Expr, ...] = ()  # ANDed guards ``field ==|!= literal``
+    when_source: tuple[str, ...] = ()
+    business_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VarDecl:
+    name: str
+    pos: Pos
+    clear_after: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AbortOn:
+    statuses: tuple[int, ...]  # resolved seed ids of the status entity
+    then: str  # a step name or END
+    pos: Pos
+
+
+@dataclass(frozen=True, slots=True)
+class SetField:
+    field: str
+    value: Any
+    is_error: bool = False  # the value is exactly ``{error}``
+
+
+@dataclass(frozen=True, slots=True)
+class SetRelationField:
+    relation: str
+    value: int  # resolved seed id
+
+
+@dataclass(frozen=True, slots=True)
+class Recipient:
+    """A literal address, or a field / one-hop ``relation.field`` path of the trigger record."""
+
+    address: str | None = None
+    path: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Notify:
+    to: Recipient
+    subject: Placeholders
+    body: Placeholders
+
+
+@dataclass(frozen=True, slots=True)
+class Delegate:
+    ref: str  # as written: "SchemaProvisioner" or "custom.SchemaProvisioner"
+    module: str  # resolved module inside the project directory: "custom"
+    attr: str  # "SchemaProvisioner"
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+IntentAction = SetField | SetRelationField | Notify | Delegate
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceTask:
+    """``serviceTask`` or ``script`` (a script has no retry/onError/produces/uses)."""
+
+    name: str
+    kind: Literal["serviceTask", "script"]
+    action: IntentAction
+    pos: Pos
+    next: str | None = None
+    retry: RetryPolicy | None = None
+    on_error: str | None = None
+    produces: tuple[str, ...] = ()
+    uses: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Assignee:
+    kind: Literal["role", "personal", "path"]
+    role: str | None = None  # the role (kind=role) or the fallback role (kind=path)
+    path: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TaskTimeout:
+    after: timedelta
+    then: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskExpire:
+    field: str  # a date or timestamp field of the trigger record, read at task entry
+    then: str
+
+
+@dataclass(frozen=True, slots=True)
+class UserTask:
+    name: str
+    assignee: Assignee
+    pos: Pos
+    form: str | None = None
+    timeout: TaskTimeout | None = None
+    expire: TaskExpire | None = None
+    on_complete: SetField | SetRelationField | None = None
+    next: str | None = None
+    kind: Literal["userTask"] = "userTask"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    name: str
+    condition: Expr
+    source: str
+    then: str
+    pos: Pos
+    else_: str | None = None  # None: false falls through to the next step
+    kind: Literal["decision"] = "decision"
+
+    @property
+    def next(self) -> str | None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class WaitRecord:
+    """Parks the path until a record event about the trigger record (itself or ``via``)."""
+
+    name: str
+    event: Literal["onCreate", "onUpdate"]
+    entity: str
+    pos: Pos
+    via: str | None = None
+    when: Expr | None = None
+    when_source: str | None = None
+    next: str | None = None
+    kind: Literal["wait"] = "wait"
+
+
+@dataclass(frozen=True, slots=True)
+class EndStep:
+    name: str
+    pos: Pos
+    kind: Literal["end"] = "end"
+
+    @property
+    def next(self) -> str | None:
+        return None
+
+
+IntentStep = ServiceTask | UserTask | Decision | WaitRecord | EndStep
+
+
+@dataclass(frozen=True, slots=True)
+class Process:
+    name: str
+    steps: tuple[IntentStep, ...]
+    pos: Pos
+    description: str | None = None
+    trigger: Trigger | None = None
+    vars: tuple[VarDecl, ...] = ()
+    abort_on: AbortOn | None = None
+
+    def step(self, name: str) -> IntentStep:
+        for s in self.steps:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def fall_through(self, name: str) -> str:
+        """The step after ``name`` in declaration order, or END past the last one."""
+        names = [s.name for s in self.steps]
+        i = names.index(name)
+        return names[i + 1] if i + 1 < len(names) else END
+
+
+@dataclass(frozen=True, slots=True)
+class Application:
+    """One ``*.intent`` file."""
+
+    name: str
+    file: str
+    project_dir: str
+    pos: Pos
+    description: str | None = None
+    version: str | None = None
+    entities: tuple[Entity, ...] = ()
+    seeds: tuple[Seed, ...] = ()
+    forms: tuple[Form, ...] = ()
+    processes: tuple[Process, ...] = ()
+
+    def entity(self, name: str) -> Entity | None:
+        return next((e for e in self.entities if e.name == name), None)
+
+    def form(self, name: str) -> Form | None:
+        return next((f for f in self.forms if f.name == name), None)
+
+
+# --- connectors --------------------------------------------------------------------------------
+
+SchemaType = Literal["string", "integer", "number", "boolean", "object", "array", "timestamp", "any"]
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaField:
+    name: str
+    type: SchemaType
+    required: bool = False
+    description: str | None = None
+
+
+Schema = Mapping[str, SchemaField]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigItem:
+    name: str
+    env: str | None = None
+    default: Any = None
+    secret: bool = False
+    required: bool = False
+    description: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActionSpec:
+    name: str
+    args: Schema
+    result: Schema | None = None  # None: the result's fields are not declared (not checked)
+    description: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EventSpec:
+    name: str
+    payload: Schema
+    correlate_on: tuple[str, ...] = ()
+    description: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectorManifest:
+    name: str
+    source: Literal["project", "entrypoint", "builtin"]
+    config: Mapping[str, ConfigItem] = field(default_factory=dict)
+    actions: Mapping[str, ActionSpec] = field(default_factory=dict)
+    events: Mapping[str, EventSpec] = field(default_factory=dict)
+    description: str | None = None
+    directory: str | None = None  # project connectors: the folder with manifest.yaml + package
+    module: str | None = None  # importable module implementing the actions
+
+
+# --- flow ------------------------------------------------------------------------------------
+
+InputType = Literal["string", "integer", "number", "boolean", "object", "array", "timestamp"]
+
+
+@dataclass(frozen=True, slots=True)
+class InputDecl:
+    name: str
+    type: InputType
+    pos: Pos
+    required: bool = False
+    default: Any = None
+    has_default: bool = False
+    description: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlowTrigger:
+    event: str  # "<connector>.<event>"
+    as_: str  # the object input that receives the payload
+    pos: Pos
+    when: Template | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Modifiers:
+    if_: Template | None = None
+    optional: bool = False
+    retry: RetryPolicy | None = None  # action steps only
+    timeout: timedelta | None = None  # action steps only: per attempt
+    recover: tuple[FlowStep, ...] | None = None  # group, for_each, repeat only
+    description: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActionStep:
+    id: str
+    connector: str
+    action: str
+    args: Mapping[str, ValueTree]
+    pos: Pos
+    mods: Modifiers = Modifiers()
+
+
+@dataclass(frozen=True, slots=True)
+class WaitStep:
+    """Exactly one of ``for_`` (a duration) and ``until`` (an instant); either may be templated."""
+
+    id: str
+    pos: Pos
+    for_: Template | None = None
+    until: Template | None = None
+    mods: Modifiers = Modifiers()
+
+
+@dataclass(frozen=True, slots=True)
+class WaitForStep:
+    id: str
+    event: str  # "<connector>.<event>"
+    match: Mapping[str, Template]
+    timeout: timedelta
+    pos: Pos
+    lookback: timedelta | None = None
+    mods: Modifiers = Modifiers()
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatStep:
+    id: str
+    every: timedelta
+    max: int
+    until: Template
+    steps: tuple[FlowStep, ...]
+    pos: Pos
+    mods: Modifiers = Modifiers()
+
+
+@dataclass(frozen=True, slots=True)
+class ForEachStep:
+    id: str
+    items: Template
+    steps: tuple[FlowStep, ...]
+    pos: Pos
+    as_: str = "item"
+    mods: Modifiers = Modifiers()
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStep:
+    id: str
+    steps: tuple[FlowStep, ...]
+    pos: Pos
+    mods: Modifiers = Modifiers()
+
+
+@dataclass(frozen=True, slots=True)
+class SetStep:
+    id: str
+    values: Mapping[str, ValueTree]
+    pos: Pos
+    mods: Modifiers = Modifiers()
+
+
+@dataclass(frozen=True, slots=True)
+class FailStep:
+    id: str
+    message: Template
+    pos: Pos
+    mods: Modifiers = Modifiers()
+
+
+FlowStep = (
+    ActionStep | WaitStep | WaitForStep | RepeatStep | ForEachStep | GroupStep | SetStep | FailStep
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Flow:
+    """One ``*.flow.yaml`` file."""
+
+    name: str
+    steps: tuple[FlowStep, ...]
+    file: str
+    project_dir: str
+    pos: Pos
+    description: str | None = None
+    version: str | None = None
+    trigger: FlowTrigger | None = None
+    inputs: Mapping[str, InputDecl] = field(default_factory=dict)
+    recover: tuple[FlowStep, ...] | None = None
+    output: ValueTree | None = None
+    connectors: Mapping[str, ConnectorManifest] = field(default_factory=dict)  # those it uses
+
+
+Definition = Process | Flow
