@@ -36,8 +36,17 @@ class RetryPolicy:
 # --- intent: data ----------------------------------------------------------------------------
 
 FieldType = Literal[
-    "string", "text", "integer", "int", "long", "decimal", "double", "boolean", "date",
-    "timestamp", "uuid",
+    "string",
+    "text",
+    "integer",
+    "int",
+    "long",
+    "decimal",
+    "double",
+    "boolean",
+    "date",
+    "timestamp",
+    "uuid",
 ]
 RelationKind = Literal["manyToOne", "oneToOne", "oneToMany", "manyToMany"]
 
@@ -324,7 +333,9 @@ class Application:
 
 # --- connectors --------------------------------------------------------------------------------
 
-SchemaType = Literal["string", "integer", "number", "boolean", "object", "array", "timestamp", "any"]
+SchemaType = Literal[
+    "string", "integer", "number", "boolean", "object", "array", "timestamp", "any"
+]
 
 
 @dataclass(frozen=True, slots=True)

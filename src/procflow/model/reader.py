@@ -53,13 +53,13 @@ class Reader:
             if key in allowed:
                 continue
             if key in not_run:
-                self.warning(entry.key_pos, context, f"key [{key}] is not run by procflow (ignored)")
+                self.warning(
+                    entry.key_pos, context, f"key [{key}] is not run by procflow (ignored)"
+                )
             elif hint and key in hint:
                 self.error(entry.key_pos, context, hint[key])
             else:
-                self.error(
-                    entry.key_pos, context, f"unknown key [{key}]{suggest(key, allowed)}"
-                )
+                self.error(entry.key_pos, context, f"unknown key [{key}]{suggest(key, allowed)}")
 
     def map(self, node: YNode | None, context: str, what: str) -> YMap | None:
         if node is None:
@@ -81,7 +81,9 @@ class Reader:
     def require(self, node: YMap, key: str, context: str, what: str | None = None) -> YNode | None:
         value = node.get(key)
         if value is None:
-            self.error(node.pos, context, f"missing required key [{key}]" + (f" ({what})" if what else ""))
+            self.error(
+                node.pos, context, f"missing required key [{key}]" + (f" ({what})" if what else "")
+            )
         return value
 
     # --- scalars --------------------------------------------------------------------------
@@ -111,8 +113,10 @@ class Reader:
     def integer(self, node: YNode | None, context: str, what: str) -> int | None:
         if node is None:
             return None
-        if isinstance(node, YScalar) and isinstance(node.value, int) and not isinstance(
-            node.value, bool
+        if (
+            isinstance(node, YScalar)
+            and isinstance(node.value, int)
+            and not isinstance(node.value, bool)
         ):
             return node.value
         self.error(node.pos, context, f"{what} must be an integer, got {kind_name(node)}")

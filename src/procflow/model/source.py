@@ -51,7 +51,13 @@ class Diagnostic:
         }
 
     def sort_key(self) -> tuple[str, int, int, int, str]:
-        return (self.pos.file, self.pos.line, self.pos.col, 0 if self.severity == "error" else 1, self.message)
+        return (
+            self.pos.file,
+            self.pos.line,
+            self.pos.col,
+            0 if self.severity == "error" else 1,
+            self.message,
+        )
 
 
 @dataclass

@@ -1,0 +1,3 @@
+from procflow.cli import main
+
+main()

@@ -1,0 +1,204 @@
+"""Static name resolution: which names an expression uses, and whether they exist at that point.
+
+Filters and functions are checked by :func:`parse`; this module checks the names the validator
+knows about (inputs, earlier steps, loop names, ``run``, ``error``) and, where a shape is known
+(e.g. a connector's declared result fields), the paths into them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from procflow.expr.ast import Attr, Expr, Item, Literal, Name, Path, children
+from procflow.expr.functions import FUNCTIONS
+from procflow.expr.parser import suggest
+
+__all__ = [
+    "ANY",
+    "AnyShape",
+    "ListShape",
+    "ObjectShape",
+    "PathRef",
+    "Problem",
+    "Shape",
+    "StaticScope",
+    "check",
+    "root_paths",
+]
+
+
+class Shape:
+    """What is known statically about a value."""
+
+    __slots__ = ()
+
+
+class AnyShape(Shape):
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ANY"
+
+
+ANY = AnyShape()
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectShape(Shape):
+    """A mapping with known fields; ``open`` allows fields beyond those listed."""
+
+    fields: Mapping[str, Shape]
+    open: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ListShape(Shape):
+    item: Shape
+
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class StaticScope:
+    """The names visible at one place.
+
+    ``later`` maps names bound only further down to an optional hint ("it is bound by step [ask]
+    further down"); ``reserved_hint`` maps names that exist elsewhere but not here (``error``
+    outside ``recover``) to a hint saying where they can be used.
+    """
+
+    visible: Mapping[str, Shape]
+    later: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    reserved_hint: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+
+
+@dataclass(frozen=True, slots=True)
+class PathRef:
+    """A name reference with its constant path suffix (cut at the first dynamic index)."""
+
+    root: str
+    segments: tuple[str | int, ...]
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    offset: int
+    message: str
+
+
+def _walk(expr: Expr) -> Iterator[Expr]:
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(children(node)))
+
+
+def _constant_index(step: Item) -> str | int | None:
+    if isinstance(step.index, Literal):
+        value = step.index.value
+        if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+    return None
+
+
+def _refs(expr: Expr) -> Iterator[tuple[PathRef, tuple[int, ...]]]:
+    """Each reference with the offset of each of its constant segments."""
+    for node in _walk(expr):
+        if isinstance(node, Name):
+            # A bare name is yielded here; a name at the base of a Path is yielded with the Path.
+            yield PathRef(node.name, (), node.offset), ()
+        elif isinstance(node, Path) and isinstance(node.base, Name):
+            segments: list[str | int] = []
+            offsets: list[int] = []
+            for step in node.steps:
+                if isinstance(step, Attr):
+                    segments.append(step.name)
+                else:
+                    index = _constant_index(step)
+                    if index is None:
+                        break
+                    segments.append(index)
+                offsets.append(step.offset)
+            yield PathRef(node.base.name, tuple(segments), node.base.offset), tuple(offsets)
+
+
+def _dedupe(expr: Expr) -> list[tuple[PathRef, tuple[int, ...]]]:
+    found: dict[int, tuple[PathRef, tuple[int, ...]]] = {}
+    for ref, offsets in _refs(expr):
+        # The base Name of a Path is also walked on its own; keep the longer reference.
+        current = found.get(ref.offset)
+        if current is None or len(ref.segments) > len(current[0].segments):
+            found[ref.offset] = (ref, offsets)
+    return [found[k] for k in sorted(found)]
+
+
+def root_paths(expr: Expr) -> list[PathRef]:
+    """Every name the expression reads, in source order, with its constant path suffix."""
+    return [ref for ref, _ in _dedupe(expr)]
+
+
+def _show(root: str, segments: tuple[str | int, ...]) -> str:
+    out = root
+    for seg in segments:
+        out += f"[{seg}]" if isinstance(seg, int) else f".{seg}"
+    return out
+
+
+def _check_shape(ref: PathRef, offsets: tuple[int, ...], shape: Shape) -> Problem | None:
+    for i, seg in enumerate(ref.segments):
+        prefix = _show(ref.root, ref.segments[:i])
+        if isinstance(shape, ObjectShape):
+            if isinstance(seg, str) and seg in shape.fields:
+                shape = shape.fields[seg]
+                continue
+            if shape.open and isinstance(seg, str):
+                return None
+            if isinstance(seg, int):
+                return Problem(offsets[i], f"[{prefix}] is a mapping, not a list; [{seg}] is null")
+            hint = suggest(seg, shape.fields)
+            return Problem(offsets[i], f"[{prefix}] has no field [{seg}]{hint}")
+        if isinstance(shape, ListShape):
+            if isinstance(seg, int):
+                shape = shape.item
+                continue
+            return Problem(
+                offsets[i], f"[{prefix}] is a list; it has no field [{seg}] (index it, e.g. [0])"
+            )
+        return None
+    return None
+
+
+def check(expr: Expr, scope: StaticScope) -> list[Problem]:
+    """Problems with the names (and known paths) ``expr`` reads, in source order."""
+    problems: list[Problem] = []
+    for ref, offsets in _dedupe(expr):
+        name = ref.root
+        if name in scope.visible:
+            problem = _check_shape(ref, offsets, scope.visible[name])
+            if problem is not None:
+                problems.append(problem)
+        elif name in scope.later:
+            hint = scope.later[name]
+            problems.append(
+                Problem(
+                    ref.offset, f"[{name}] is not bound yet here" + (f"; {hint}" if hint else "")
+                )
+            )
+        elif name in scope.reserved_hint:
+            hint = scope.reserved_hint[name]
+            problems.append(
+                Problem(
+                    ref.offset, f"[{name}] is not available here" + (f"; {hint}" if hint else "")
+                )
+            )
+        else:
+            hint = suggest(name, scope.visible)
+            if not hint and name in FUNCTIONS:
+                hint = f"; did you mean {name}()?"
+            problems.append(Problem(ref.offset, f"unknown name [{name}]{hint}"))
+    return problems

@@ -1,0 +1,197 @@
+"""Runtime values: their kinds, JSON equality, text rendering and timestamp parsing.
+
+Values are plain data only: ``None``, ``bool``, ``int``, ``float``, ``str``, lists (tuples read as
+lists), mappings, timestamps (``datetime``; a naive one is taken as UTC) and durations
+(``timedelta``). Anything else is refused with :class:`ExprEvalError` rather than inspected.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from procflow.errors import ExprEvalError
+from procflow.expr.duration import format_duration
+
+__all__ = [
+    "INT_MAX",
+    "MAX_ITEMS",
+    "format_timestamp",
+    "is_number",
+    "json_equal",
+    "kind_of",
+    "parse_timestamp",
+    "render_text",
+    "to_json_text",
+    "to_utc",
+]
+
+# Results outside a signed 64-bit integer are refused: they cannot be stored portably (SQLite,
+# PostgreSQL bigint, JSON consumers) and only arise from runaway arithmetic.
+INT_MAX = 2**63 - 1
+# Cap on strings and lists built by + so that an expression cannot exhaust memory.
+MAX_ITEMS = 1_000_000
+
+_DATE_ONLY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def kind_of(value: Any) -> str:
+    """The kind name used in messages: null boolean integer number string list mapping ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "list"
+    if isinstance(value, Mapping):
+        return "mapping"
+    if isinstance(value, datetime):
+        return "timestamp"
+    if isinstance(value, timedelta):
+        return "duration"
+    raise ExprEvalError(f"unsupported value of type [{type(value).__name__}]")
+
+
+def to_utc(value: datetime) -> datetime:
+    try:
+        if value.tzinfo is None or value.utcoffset() is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ExprEvalError("timestamp out of range") from None
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """JSON equality: ``1 == 1.0``, ``true != 1``, lists and mappings compared deeply.
+
+    Iterative so that deeply nested host data cannot exhaust the stack.
+    """
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        kx, ky = kind_of(x), kind_of(y)
+        if kx in ("integer", "number") and ky in ("integer", "number"):
+            if x != y:
+                return False
+            continue
+        if kx != ky:
+            return False
+        if kx == "list":
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif kx == "mapping":
+            if len(x) != len(y) or any(k not in y for k in x):
+                return False
+            stack.extend((x[k], y[k]) for k in x)
+        elif kx == "timestamp":
+            if to_utc(x) != to_utc(y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def format_timestamp(value: datetime) -> str:
+    """ISO-8601 UTC with ``Z``; milliseconds or microseconds only when not zero."""
+    dt = to_utc(value)
+    text = (
+        f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}"
+    )
+    if dt.microsecond:
+        ms, us = divmod(dt.microsecond, 1000)
+        text += f".{ms:03d}" if us == 0 else f".{dt.microsecond:06d}"
+    return text + "Z"
+
+
+def parse_timestamp(text: str) -> datetime:
+    """ISO-8601 date-time with a zone (``Z`` or an offset), or a date meaning 00:00Z that day."""
+    stripped = text.strip()
+    try:
+        if _DATE_ONLY.fullmatch(stripped):
+            return datetime.fromisoformat(stripped).replace(tzinfo=UTC)
+        if len(stripped) > 64:
+            raise ValueError
+        parsed = datetime.fromisoformat(stripped)
+    except ValueError:
+        raise ExprEvalError(
+            f"[{text}] is not an ISO-8601 timestamp (e.g. 2027-01-10T09:00:00Z or 2027-01-10)"
+        ) from None
+    if parsed.tzinfo is None:
+        raise ExprEvalError(
+            f"timestamp [{text}] has no time zone; add Z (UTC) or an offset such as +02:00"
+        )
+    return to_utc(parsed)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return format_timestamp(value)
+    if isinstance(value, timedelta):
+        return format_duration(value)
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise ExprEvalError(f"unsupported value of type [{type(value).__name__}]")
+
+
+def to_json_text(value: Any) -> str:
+    """Compact JSON; timestamps and durations inside become their text."""
+    try:
+        return json.dumps(
+            value,
+            default=_json_default,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            allow_nan=False,
+        )
+    except ExprEvalError:
+        raise
+    except ValueError:
+        raise ExprEvalError(
+            "value cannot be written as JSON (a number is infinite, NaN or too long)"
+        ) from None
+    except TypeError:
+        raise ExprEvalError("value cannot be written as JSON (a mapping key is not text)") from None
+    except RecursionError:
+        raise ExprEvalError("value is nested too deeply to be written as JSON") from None
+
+
+def render_text(value: Any) -> str:
+    """Text form of a value, as a text template shows it; ``null`` has none and is an error."""
+    if value is None:
+        raise ExprEvalError("null cannot be rendered as text")
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        try:
+            return str(value)
+        except ValueError:
+            raise ExprEvalError("integer is too long to render") from None
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ExprEvalError(f"number [{value}] is not finite and cannot be rendered")
+        return repr(value)
+    if isinstance(value, datetime):
+        return format_timestamp(value)
+    if isinstance(value, timedelta):
+        return format_duration(value)
+    kind_of(value)  # refuses host objects before json sees them
+    return to_json_text(value)

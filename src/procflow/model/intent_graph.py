@@ -1,0 +1,147 @@
+"""Routing analysis of one process: which steps are reachable, and how.
+
+Edges come in three sorts. ``normal`` edges are the path a token takes when nothing fails
+(``next``, falling through, a decision's branches); ``timer`` edges are a user task's
+``timeout``/``expire`` (no failure either); ``error`` edges are ``onError`` routes. ``{error}``
+is meaningful only on a step that no failure-free path reaches, so the sorts are kept apart.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from procflow.model.ir import END
+from procflow.model.reader import Reader
+from procflow.model.source import Pos
+
+EdgeSort = Literal["normal", "timer", "error"]
+ALL_SORTS: frozenset[EdgeSort] = frozenset({"normal", "timer", "error"})
+NO_FAILURE: frozenset[EdgeSort] = frozenset({"normal", "timer"})
+
+
+@dataclass
+class StepNode:
+    """What the analysis needs to know of a step; filled in while the step's args are read."""
+
+    name: str
+    kind: str
+    pos: Pos
+    context: str
+    edges: list[tuple[EdgeSort, str]] = field(default_factory=list)  # explicit routes
+    falls_through: bool = False  # continues with the next declared step when not routed
+    error_value: Pos | None = None  # where a ``{error}`` value is written
+    action: str | None = None  # a service task's or script's action (setField, delegate, ...)
+
+    @property
+    def is_cleanup_action(self) -> bool:
+        """Whether the step can be an abort cleanup: a task that writes the record, nothing else."""
+        return self.action in ("setField", "setRelationField")
+
+
+@dataclass
+class Graph:
+    steps: list[StepNode]
+
+    def __post_init__(self) -> None:
+        self.by_name = {s.name: s for s in self.steps}
+
+    def successors(self, step: StepNode, sorts: Collection[EdgeSort]) -> Iterable[str]:
+        for sort, target in step.edges:
+            if sort in sorts and target in self.by_name:
+                yield target
+        if step.falls_through and "normal" in sorts:
+            i = self.steps.index(step)
+            if i + 1 < len(self.steps):
+                yield self.steps[i + 1].name
+
+    def reach(
+        self, roots: Iterable[str], sorts: Collection[EdgeSort], stop: Collection[str] = ()
+    ) -> dict[str, str | None]:
+        """Every step reachable from ``roots`` → the step it was first reached from (for paths).
+
+        Steps in ``stop`` are reached but not left (an abort cleanup step runs alone).
+        """
+        parents: dict[str, str | None] = {}
+        queue: deque[str] = deque()
+        for root in roots:
+            if root in self.by_name and root not in parents:
+                parents[root] = None
+                queue.append(root)
+        while queue:
+            name = queue.popleft()
+            if name in stop:
+                continue
+            for nxt in self.successors(self.by_name[name], sorts):
+                if nxt not in parents:
+                    parents[nxt] = name
+                    queue.append(nxt)
+        return parents
+
+
+def path_to(parents: dict[str, str | None], name: str) -> str:
+    """``start → a → name`` as found by :meth:`Graph.reach`."""
+    chain = [name]
+    while (parent := parents.get(chain[-1])) is not None:
+        chain.append(parent)
+    return " → ".join(reversed(chain))
+
+
+@dataclass(frozen=True)
+class AbortRoute:
+    then: str
+    pos: Pos
+    context: str
+
+
+def analyse(graph: Graph, abort: AbortRoute | None, reader: Reader) -> None:
+    """Report unreachable steps, misplaced ``{error}`` values and a reachable abort cleanup step."""
+    if not graph.steps:
+        return
+    start = graph.steps[0].name
+    main = graph.reach([start], ALL_SORTS)
+    cleanup = abort.then if abort and abort.then != END else None
+    if abort is not None and cleanup is not None and cleanup in main:
+        reader.error(
+            abort.pos,
+            abort.context,
+            f"step [{cleanup}] is also reached by the main flow ({path_to(main, cleanup)}); "
+            "a cleanup step must run only when the run is aborted",
+        )
+    reached = graph.reach([start, *([cleanup] if cleanup else [])], ALL_SORTS, stop={cleanup or ""})
+    for step in graph.steps:
+        if step.name not in reached:
+            reader.warning(step.pos, step.context, "no route reaches this step, so it never runs")
+    _check_error_values(graph, start, cleanup, reader)
+
+
+def _check_error_values(graph: Graph, start: str, cleanup: str | None, reader: Reader) -> None:
+    users = [s for s in graph.steps if s.error_value is not None]
+    if not users:
+        return
+    # Steps a token reaches without any failure on the way: {error} would be empty there.
+    calm = graph.reach([start, *([cleanup] if cleanup else [])], NO_FAILURE, stop={cleanup or ""})
+    targets = [t for s in graph.steps for sort, t in s.edges if sort == "error"]
+    after_failure = graph.reach(targets, ALL_SORTS)
+    for step in users:
+        assert step.error_value is not None
+        if step.name in calm:
+            how = (
+                "it is the abort cleanup step"
+                if step.name == cleanup
+                else f"it is reached without a failure: {path_to(calm, step.name)}"
+            )
+            reader.error(
+                step.error_value,
+                step.context,
+                f"{{error}} would be empty here: {how}; use {{error}} only on steps that every "
+                "path reaches through an onError route",
+            )
+        elif step.name not in after_failure:
+            reader.error(
+                step.error_value,
+                step.context,
+                "{error} is set only by a failure, but no onError route leads to this step",
+            )
