@@ -1,10 +1,10 @@
 """The intent dialect's compiler: a ``*.intent`` node tree → :class:`Application` (intent.md).
 
 Every problem is reported into the diagnostics and compilation carries on, so one validation run
-shows all of a file's problems. The work is split by topic: ``intent_data`` (entities, seeds,
-forms), ``intent_process``/``intent_steps``/``intent_actions`` (processes), ``intent_expr``
-(expressions against entity fields), ``intent_graph`` (routing) and ``intent_delegate`` (Python
-code located without importing it).
+shows all of a file's problems. The work is split by topic: ``intent_data`` (entities),
+``intent_seeds`` (seeds, forms), ``intent_process``/``intent_steps``/``intent_tasks``/
+``intent_actions`` (processes), ``intent_expr`` (expressions against entity fields),
+``intent_graph`` (routing) and ``intent_delegate`` (Python code found without importing it).
 """
 
 from __future__ import annotations
@@ -12,14 +12,13 @@ from __future__ import annotations
 from procflow.model.intent_data import (
     Catalog,
     compile_entities,
-    compile_forms,
-    compile_seeds,
     declare_entities,
     finish_relations,
 )
 from procflow.model.intent_delegate import DelegateResolver
 from procflow.model.intent_proc import Env
 from procflow.model.intent_process import compile_process
+from procflow.model.intent_seeds import compile_forms, compile_seeds
 from procflow.model.intent_values import read_description
 from procflow.model.ir import Application, Process
 from procflow.model.reader import Reader

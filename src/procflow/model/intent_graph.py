@@ -47,15 +47,14 @@ class Graph:
 
     def __post_init__(self) -> None:
         self.by_name = {s.name: s for s in self.steps}
+        self.following = {a.name: b.name for a, b in zip(self.steps, self.steps[1:], strict=False)}
 
     def successors(self, step: StepNode, sorts: Collection[EdgeSort]) -> Iterable[str]:
         for sort, target in step.edges:
             if sort in sorts and target in self.by_name:
                 yield target
-        if step.falls_through and "normal" in sorts:
-            i = self.steps.index(step)
-            if i + 1 < len(self.steps):
-                yield self.steps[i + 1].name
+        if step.falls_through and "normal" in sorts and step.name in self.following:
+            yield self.following[step.name]
 
     def reach(
         self, roots: Iterable[str], sorts: Collection[EdgeSort], stop: Collection[str] = ()
@@ -82,11 +81,14 @@ class Graph:
 
 
 def path_to(parents: dict[str, str | None], name: str) -> str:
-    """``start → a → name`` as found by :meth:`Graph.reach`."""
+    """``start → a → name`` as found by :meth:`Graph.reach` (long paths keep both ends)."""
     chain = [name]
     while (parent := parents.get(chain[-1])) is not None:
         chain.append(parent)
-    return " → ".join(reversed(chain))
+    chain.reverse()
+    if len(chain) > 6:
+        chain = [*chain[:2], "…", *chain[-3:]]
+    return " → ".join(chain)
 
 
 @dataclass(frozen=True)

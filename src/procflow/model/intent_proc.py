@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from procflow.model.intent_data import Catalog
@@ -35,6 +36,7 @@ KIND_ARGS: dict[str, tuple[str, ...]] = {
 KINDS = tuple(KIND_ARGS)
 
 
+@functools.cache
 def misplaced_arg_hints(kind: str) -> dict[str, str]:
     """For each arg another kind accepts: the sentence saying which kinds take it."""
     hints: dict[str, str] = {}
