@@ -65,6 +65,40 @@ def test_json_output_has_the_documented_shape(procflow, tmp_path: Path):
     assert {p["severity"] for p in problems} == {"error"}
 
 
+def test_warnings_alone_exit_0_and_are_printed(procflow, tmp_path: Path):
+    (tmp_path / "w.intent").write_text("name: t\nreports: []\n")
+    result = procflow("validate", "w.intent", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout == (
+        "w.intent:2:1: warning: file: key [reports] is not run by procflow (ignored) (reports)\n"
+    )
+    as_json = procflow("validate", "--json", "w.intent", cwd=tmp_path)
+    assert as_json.returncode == 0
+    assert json.loads(as_json.stdout) == [
+        {
+            "file": "w.intent",
+            "line": 2,
+            "col": 1,
+            "severity": "warning",
+            "message": "file: key [reports] is not run by procflow (ignored)",
+            "path": "reports",
+        }
+    ]
+
+
+def test_json_of_clean_files_is_an_empty_array(procflow):
+    result = procflow("validate", "--json", *EXAMPLES)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == []
+
+
+def test_a_folder_without_definitions_is_an_unusable_request(procflow, tmp_path: Path):
+    (tmp_path / "empty").mkdir()
+    result = procflow("validate", "empty", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "empty: no *.intent or *.flow.yaml files in this folder" in result.stderr
+
+
 def test_missing_file_is_an_unusable_request(procflow):
     result = procflow("validate", "nowhere.intent")
     assert result.returncode == 2

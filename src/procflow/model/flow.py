@@ -17,6 +17,7 @@ from procflow.model.flow_exprs import ERROR_SHAPE, RUN_SHAPE, Exprs, Scope, lite
 from procflow.model.flow_ids import RESERVED, collect_ids
 from procflow.model.flow_steps import StepCompiler
 from procflow.model.ir import Flow, FlowStep, FlowTrigger, InputDecl, InputType
+from procflow.model.intent_values import a_type
 from procflow.model.reader import Reader
 from procflow.model.source import Diagnostics, suggest
 from procflow.model.yamlsrc import YMap, YNode, YScalar
@@ -221,7 +222,7 @@ class _FlowCompiler:
             return None
         if decl.type != "object":
             self.r.error(
-                node.pos, ctx, f"as [{name}] must name an object input, but it is a {decl.type}"
+                node.pos, ctx, f"as [{name}] must name an object input, but it is {a_type(decl.type)}"
             )
         for other in inputs.values():
             if other.name != name and not other.has_default:

@@ -186,7 +186,8 @@ def _clear_after(target: str, pos: Pos, context: str, proc: Proc) -> None:
         reader.error(
             pos,
             context,
-            f"clearAfter [{target}] names a {kind} step, which never completes work; name a "
+            f"clearAfter [{target}] names {'an' if kind == 'end' else 'a'} {kind} step, which "
+            "never completes work; name a "
             "serviceTask, script or userTask",
         )
 

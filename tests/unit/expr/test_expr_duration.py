@@ -88,6 +88,8 @@ def test_iso_only_refuses_short_form(text: str, message: str) -> None:
         ("99999999999999999999d", "too large"),
         ("999999999999w", "too large"),
         ("P999999999999D", "too large"),
+        ("P" + "9" * 40 + "D", "too large"),
+        ("PT" + "9" * 30 + "S", "too large"),
     ],
 )
 def test_parse_duration_refusals(text: str, message: str) -> None:

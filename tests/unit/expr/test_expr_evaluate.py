@@ -369,6 +369,12 @@ def test_default_argument_is_lazy() -> None:
         ("bad | string", "not finite", 6),
         ("keyed | json", "a mapping key is not text", 8),
         ("deep | json", "nested too deeply", 7),
+        # numbers and instants at the edge of their range
+        ("inf | round(1)", "filter [round]: [inf] is not finite", 6),
+        ("inf | int", "filter [int]: [inf] has no integer value", 6),
+        ("bad | int", "filter [int]: [nan] has no integer value", 6),
+        ("big | float", "filter [float]: integer too large", 6),
+        ("early | string", "timestamp out of range", 8),
     ],
 )
 def test_evaluation_errors(text: str, message: str, offset: int) -> None:
@@ -378,6 +384,9 @@ def test_evaluation_errors(text: str, message: str, offset: int) -> None:
         "bad": float("nan"),
         "keyed": {(1, 2): 3},
         "deep": _deep(5000),
+        "inf": float("inf"),
+        "big": 10**400,
+        "early": datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1))),
     }
     error = fails(text, env)
     assert message in error.message

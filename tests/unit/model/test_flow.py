@@ -194,6 +194,12 @@ FILE_CASES = [
         "supplies [deal]",
     ),
     case(
+        "trigger as an integer input",
+        "flow: t\ntrigger: { event: slack.approval, as: n }\n"
+        f"inputs:\n  n: {{ type: integer, default: 1 }}\nsteps:\n  - a: {LOG}\n",
+        F + "2:39: error: trigger: as [n] must name an object input, but it is an integer",
+    ),
+    case(
         "trigger when names an unknown input",
         f"flow: t\ntrigger: {{ event: slack.approval, as: x, when: '{{{{ y.ok }}}}' }}\n"
         f"inputs:\n  x: {{ type: object }}\nsteps:\n  - a: {LOG}\n",
@@ -611,6 +617,16 @@ MODIFIER_CASES = [
         "timeout zero",
         HEAD + "  - s: { log.write: { message: m }, timeout: 0s }\n",
         F + "5:46: error: step [s]: timeout must be longer than zero, got 0s",
+    ),
+    case(
+        "timeout not a scalar",
+        HEAD + "  - s: { log.write: { message: m }, timeout: { s: 1 } }\n",
+        F + "5:46: error: step [s]: timeout must be a duration, got a mapping",
+    ),
+    case(
+        "retry every not a scalar",
+        HEAD + "  - s: { log.write: { message: m }, retry: { count: 1, every: [1s] } }\n",
+        F + "5:63: error: step [s]: retry.every must be a duration, got a list",
     ),
     case(
         "optional not a boolean",

@@ -59,6 +59,18 @@ def entity(*fields: str, relations: Sequence[str] = (), extra: str = "") -> str:
 SEEDS = "seeds:\n  - { name: s, entity: Status, rows: [ { id: 1, name: Open }, { id: 2, name: Done } ] }\n"
 
 
+# the keys of the wider Intent File Specification that intent.md lists as "not run by procflow"
+NOT_RUN_TOP = (
+    "reports permissions actions notifications schedules integrations uses widgets prints "
+    "generates rollups inbound transitions"
+).split()
+NOT_RUN_ENTITY = (
+    "audit group icon label order imports multilingual checks lifecycle history hierarchy "
+    "related view visibleTo"
+).split()
+NOT_RUN_FIELD = ["calculatedOnCreate", "calculatedOnUpdate", "pattern", "visibleTo"]
+
+
 def check(text: str, expected: Sequence[str], project: Path) -> None:
     loaded = load_text(text, "t.intent", project_dir=str(project))
     lines = [d.format() for d in loaded.diagnostics]
@@ -123,6 +135,25 @@ FILE = [
         "t.intent:2:1: error: a definition file holds one YAML document",
     ),
     case("yaml-syntax-error", "name: t\nentities: [\n", "error: YAML syntax error"),
+    case(
+        "name-must-not-be-empty",
+        "name: ''\n",
+        "t.intent:1:7: error: file: name must not be empty (name)",
+    ),
+    case(
+        "bare-on-yes-keys-stay-strings",
+        "name: t\non: x\nyes: 1\n",
+        "t.intent:2:1: error: file: unknown key [on] (on)",
+        "t.intent:3:1: error: file: unknown key [yes] (yes)",
+    ),
+    case(
+        "every-not-run-top-level-key-warns",
+        "name: t\n" + "".join(f"{k}: x\n" for k in NOT_RUN_TOP),
+        *(
+            f"t.intent:{i + 2}:1: warning: file: key [{k}] is not run by procflow (ignored) ({k})"
+            for i, k in enumerate(NOT_RUN_TOP)
+        ),
+    ),
 ]
 
 ENTITIES = [
@@ -307,6 +338,24 @@ ENTITIES = [
         ),
         "entity [Thing] relation [st]: init [Open] cannot be resolved: [Status] has no seeds",
     ),
+    case(
+        "every-not-run-entity-key-warns",
+        entity(extra="".join(f"    {k}: x\n" for k in NOT_RUN_ENTITY)),
+        *(
+            f"t.intent:{i + 12}:5: warning: entity [Thing]: key [{k}] is not run by procflow (ignored) (entities[2].{k})"
+            for i, k in enumerate(NOT_RUN_ENTITY)
+        ),
+    ),
+    case(
+        "every-not-run-field-key-warns",
+        entity(
+            "{ name: code, type: string, " + ", ".join(f"{k}: x" for k in NOT_RUN_FIELD) + " }"
+        ),
+        *(
+            f"warning: entity [Thing] field [code]: key [{k}] is not run by procflow (ignored) (entities[2].fields[1].{k})"
+            for k in NOT_RUN_FIELD
+        ),
+    ),
 ]
 
 SEEDS_AND_FORMS = [
@@ -371,6 +420,22 @@ SEEDS_AND_FORMS = [
         ENTITY
         + "forms:\n  - { name: F, forEntity: Item, actions: [ok] }\n  - { name: F, forEntity: Item, actions: [ok] }\n",
         "form [F]: declared twice",
+    ),
+    case(
+        "seed-row-required-field-null",
+        entity("{ name: code, type: string, required: true }")
+        + "seeds:\n  - { name: s, entity: Thing, rows: [ { id: 1, code: null } ] }\n",
+        "t.intent:16:54: error: seed [s] row 1: required field [code] is null (seeds[0].rows[0].code)",
+    ),
+    case(
+        "seed-row-without-primary-key",
+        ENTITY + "seeds:\n  - { name: s, entity: Status, rows: [ { name: Open } ] }\n",
+        "t.intent:12:40: error: seed [s] row 1: the primary key [id] is missing; seed rows are loaded by id (seeds[0].rows[0])",
+    ),
+    case(
+        "form-field-listed-twice",
+        ENTITY + "forms:\n  - { name: F, forEntity: Item, fields: [id, id], actions: [ok] }\n",
+        "t.intent:12:46: error: form [F]: field [id] is listed twice (forms[0].fields[1])",
     ),
 ]
 

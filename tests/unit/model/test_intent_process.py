@@ -430,6 +430,11 @@ RESILIENCE = [
         ),
         "step [n]: notify subject: {error} is available only as the whole value of a setField",
     ),
+    case(
+        "retry-every-not-a-scalar",
+        process(svc("a", "delegate: Ok, retry: { count: 1, every: { s: 1 } }")),
+        f"t.intent:45:87: error: process [P] step [a]: retry every must be an ISO-8601 duration, got a mapping ({P}.steps[0].args.retry.every)",
+    ),
 ]
 
 VARS = [
@@ -507,6 +512,24 @@ VARS = [
         "process [P] var [pw]: clearAfter [d] names a decision step",
     ),
     case(
+        "clearAfter-wait-step",
+        process(
+            svc("a", "delegate: Ok, produces: pw"),
+            "{ name: w, kind: wait, args: { onUpdate: Order } }",
+            head="    trigger: { onCreate: Order }\n    vars: [ { name: pw, clearAfter: w } ]\n",
+        ),
+        f"t.intent:44:37: error: process [P] var [pw]: clearAfter [w] names a wait step, which never completes work; name a serviceTask, script or userTask ({P}.vars[0].clearAfter)",
+    ),
+    case(
+        "clearAfter-an-end-step",
+        process(
+            svc("a", "delegate: Ok, produces: pw"),
+            END_STEP,
+            head="    trigger: { onCreate: Order }\n    vars: [ { name: pw, clearAfter: done } ]\n",
+        ),
+        "process [P] var [pw]: clearAfter [done] names an end step, which never completes work",
+    ),
+    case(
         "produces-on-notify",
         process(
             svc("a", "notify: { to: a@b.c }, produces: [pw]"), head="    vars: [ { name: pw } ]\n"
@@ -556,6 +579,25 @@ ROUTING = [
         "decision-to-itself",
         process("{ name: d, kind: decision, args: { if: urgent, then: d } }", OK),
         "step [d]: then [d] routes the step to itself",
+    ),
+    case(
+        "decision-else-to-itself",
+        process("{ name: d, kind: decision, args: { if: urgent, then: end, else: d } }"),
+        f"t.intent:45:73: error: process [P] step [d]: else [d] routes the step to itself ({P}.steps[0].args.else)",
+    ),
+    case(
+        "onError-to-itself",
+        process(svc("a", "delegate: Ok, onError: a")),
+        f"t.intent:45:70: error: process [P] step [a]: onError [a] routes the step to itself ({P}.steps[0].args.onError)",
+    ),
+    case(
+        "timer-routes-to-itself",
+        process(
+            "{ name: t, kind: userTask, args: { assignee: x, timeout: { after: P1D, then: t }, "
+            "expire: { until: validUntil, then: t } } }"
+        ),
+        "step [t]: timeout then [t] routes the step to itself",
+        "step [t]: expire then [t] routes the step to itself",
     ),
     case(
         "route-not-a-name",
@@ -676,6 +718,16 @@ STEPS = [
         process(OK, head="    trigger: { onCreate: Order }\n    var: []\n"),
         "process [P]: unknown key [var]; did you mean [vars]?",
     ),
+    case(
+        "value-on-a-delegate",
+        process(svc("a", "delegate: Ok, value: 1")),
+        f"t.intent:45:61: error: process [P] step [a]: value belongs to setField or setRelationField ({P}.steps[0].args.value)",
+    ),
+    case(
+        "value-on-a-notify",
+        process(svc("a", "notify: { to: a@b.c }, value: 1")),
+        "t.intent:45:70: error: process [P] step [a]: value belongs to setField or setRelationField",
+    ),
 ]
 
 SET_FIELD = [
@@ -756,6 +808,16 @@ SET_FIELD = [
         process(svc("a", "setField: note, value: x"), head=""),
         "step [a]: setField reads the trigger record, but the process has no trigger",
     ),
+    case(
+        "setRelationField-value-not-a-scalar",
+        process(svc("a", "setRelationField: Status, value: [1]")),
+        f"t.intent:45:80: error: process [P] step [a]: value must be a seed id or seeded name, got a list ({P}.steps[0].args.value)",
+    ),
+    case(
+        "setRelationField-value-boolean",
+        process(svc("a", "setRelationField: Status, value: true")),
+        "step [a]: value must be a seed id or seeded name, got a boolean",
+    ),
 ]
 
 TRIGGER = [
@@ -819,6 +881,16 @@ TRIGGER = [
         "business-key-unknown",
         process(OK, head="    trigger: { onCreate: Order, businessKey: nte }\n"),
         "process [P] trigger: businessKey [nte] is not a field of [Order]; did you mean [note]?",
+    ),
+    case(
+        "guard-left-side-not-a-field",
+        process(OK, head="    trigger: { onCreate: Order, when: '1 == 2' }\n"),
+        f"t.intent:43:40: error: process [P] trigger: guard [1 == 2] must be <field> == <literal> or <field> != <literal> ({P}.trigger.when)",
+    ),
+    case(
+        "guard-right-side-not-a-literal",
+        process(OK, head="    trigger: { onCreate: Order, when: 'qty == 1 + 1' }\n"),
+        "t.intent:43:47: error: process [P] trigger: guard [qty == 1 + 1] must be <field> == <literal> or <field> != <literal>",
     ),
 ]
 
@@ -910,6 +982,12 @@ WAIT = [
         "wait-two-events",
         process("{ name: w, kind: wait, args: { onCreate: Order, onUpdate: Order } }"),
         "step [w]: declares both [onCreate] and [onUpdate]; a wait waits for one event kind",
+    ),
+    case(
+        "wait-on-delete-is-not-an-event",
+        process("{ name: w, kind: wait, args: { onDelete: Order } }"),
+        f"t.intent:45:38: error: process [P] step [w]: a wait needs onCreate or onUpdate: <Entity> (the event it awaits) ({P}.steps[0].args)",
+        f"t.intent:45:40: error: process [P] step [w]: unknown key [onDelete]; did you mean [onCreate]? ({P}.steps[0].args.onDelete)",
     ),
     case(
         "wait-unknown-entity",
@@ -1008,6 +1086,15 @@ ABORT = [
         "process [P] abortOn: missing required key [status]",
         "process [P] abortOn: missing required key [then]",
     ),
+    case(
+        "abortOn-empty-status-list",
+        process(
+            svc("a", "delegate: Ok, next: end"),
+            svc("void", "setField: note, value: v"),
+            head="    trigger: { onCreate: Order }\n    abortOn: { status: [], then: void }\n",
+        ),
+        f"t.intent:44:24: error: process [P] abortOn: status lists no statuses ({P}.abortOn.status)",
+    ),
 ]
 
 DELEGATE = [
@@ -1089,6 +1176,16 @@ NOTIFY = [
         process(svc("a", "notify: { to: a@b.c, subjet: x }")),
         "step [a]: unknown key [subjet]; did you mean [subject]?",
     ),
+    case(
+        "no-trigger-notify-to-a-field",
+        process(svc("n", "notify: { to: email, subject: x }"), head=""),
+        f"t.intent:44:61: error: process [P] step [n]: notify to [email] reads the trigger record, but the process has no trigger, so its entity is unknown; add trigger: {{ onCreate: <Entity> }} ({P}.steps[0].args.notify.to)",
+    ),
+    case(
+        "no-trigger-notify-placeholder",
+        process(svc("n", "notify: { to: a@b.c, subject: 'x {note}' }"), head=""),
+        f"t.intent:44:80: error: process [P] step [n]: notify subject placeholder {{note}} reads the trigger record, but the process has no trigger",
+    ),
 ]
 
 USER_TASK = [
@@ -1168,6 +1265,25 @@ USER_TASK = [
             "{ name: t, kind: userTask, args: { assignee: x, setField: urgent, value: maybe } }"
         ),
         "step [t]: value for [urgent] must be true or false, got the text [maybe]",
+    ),
+    case(
+        "usertask-two-completion-writes",
+        process(
+            "{ name: t, kind: userTask, args: { assignee: x, setField: note, setRelationField: Status, value: '1' } }"
+        ),
+        f"t.intent:45:73: error: process [P] step [t]: declares both [setField] and [setRelationField]; a userTask sets at most one ({P}.steps[0].args.setRelationField)",
+    ),
+    case(
+        "usertask-value-without-a-write",
+        process("{ name: t, kind: userTask, args: { assignee: x, value: 1 } }"),
+        f"t.intent:45:57: error: process [P] step [t]: value belongs to setField or setRelationField ({P}.steps[0].args.value)",
+    ),
+    case(
+        "usertask-timeout-after-not-a-scalar",
+        process(
+            "{ name: t, kind: userTask, args: { assignee: x, timeout: { after: [P1D], then: end } } }"
+        ),
+        f"t.intent:45:75: error: process [P] step [t]: timeout after must be an ISO-8601 duration, got a list ({P}.steps[0].args.timeout.after)",
     ),
 ]
 

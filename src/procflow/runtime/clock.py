@@ -1,0 +1,36 @@
+"""Time as the runtime sees it: integer microseconds since the epoch, UTC.
+
+Integers compare and index cheaply in both SQL dialects; conversion to ISO-8601 happens only at
+the edges (CLI, API, history output). Which clock is in force is a property of the store: a
+store created with ``--virtual-clock`` keeps its own time (see ``Engine.now``).
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+from procflow.expr import format_timestamp
+
+
+def system_now() -> int:
+    return time.time_ns() // 1000
+
+
+def to_datetime(micros: int) -> datetime:
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
+
+
+def from_datetime(moment: datetime) -> int:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def micros(duration: timedelta) -> int:
+    return (duration.days * 86_400 + duration.seconds) * 1_000_000 + duration.microseconds
+
+
+def iso(value: int | None) -> str | None:
+    return None if value is None else format_timestamp(to_datetime(value))

@@ -1,0 +1,113 @@
+"""What a delegate or connector action sees of its attempt: :class:`StepContext`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from procflow.errors import ProcflowError
+
+
+class ContractError(ProcflowError):
+    """A delegate broke its step's declared contract (an undeclared var, an unset var)."""
+
+
+class VarsView(MutableMapping[str, Any]):
+    """``ctx.vars``: reads only ``uses``/``produces`` names, writes only ``produces`` names.
+
+    A breach is remembered even if the delegate swallows the exception, so the step fails anyway.
+    """
+
+    def __init__(
+        self,
+        step: str,
+        produces: tuple[str, ...],
+        uses: tuple[str, ...],
+        load: Callable[[str], tuple[bool, Any]],
+    ) -> None:
+        self._step = step
+        self._produces = produces
+        self._readable = frozenset(uses) | frozenset(produces)
+        self._load = load
+        self.written: dict[str, Any] = {}
+        self.breach: str | None = None
+
+    def _fail(self, message: str) -> ContractError:
+        self.breach = self.breach or message
+        return ContractError(message)
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self.written:
+            return self.written[name]
+        if name not in self._readable:
+            raise self._fail(
+                f"step [{self._step}] read var [{name}], which it neither uses nor produces; "
+                f"add it to uses: in the definition"
+            )
+        is_set, value = self._load(name)
+        if not is_set:
+            raise self._fail(
+                f"step [{self._step}] read var [{name}], which is not set "
+                "(never produced, or already cleared)"
+            )
+        return value
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        if name not in self._produces:
+            raise self._fail(
+                f"step [{self._step}] set var [{name}], which it does not produce; "
+                "add it to produces: in the definition"
+            )
+        self.written[name] = value
+
+    def __delitem__(self, name: str) -> None:
+        raise self._fail(
+            f"step [{self._step}] deleted var [{name}]; vars are cleared by clearAfter"
+        )
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.written)
+
+    def __len__(self) -> int:
+        return len(self.written)
+
+
+@dataclass
+class StepContext:
+    """One per attempt (runtime.md, "The step context")."""
+
+    run_id: str
+    step: str
+    attempt: int
+    idempotency_key: str
+    project_dir: str
+    log: logging.LoggerAdapter[logging.Logger]
+    record: MutableMapping[str, Any] = field(default_factory=dict)
+    vars: MutableMapping[str, Any] = field(default_factory=dict)
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    args: Mapping[str, Any] = field(default_factory=dict)
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+
+class HistoryLog(logging.Handler):
+    """Collects a delegate's log lines (masked later) for the attempt's history entries."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[tuple[str, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.lines.append((record.levelname.lower(), record.getMessage()))
+        except Exception:  # a bad format string must not fail the step
+            self.lines.append((record.levelname.lower(), str(record.msg)))
+
+
+def step_logger(run_id: str, step: str) -> tuple[logging.LoggerAdapter[logging.Logger], HistoryLog]:
+    logger = logging.Logger(f"procflow.run.{run_id}.{step}")  # not registered: no global state
+    handler = HistoryLog()
+    logger.addHandler(handler)
+    logger.propagate = False
+    return logging.LoggerAdapter(logger, {}), handler

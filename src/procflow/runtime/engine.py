@@ -1,0 +1,601 @@
+"""The engine: deploys definitions, writes records, starts runs, and works.
+
+Working is a loop: claim a batch of runs with ready work (leased for a while), run one step of
+each, commit the batch's transitions in one database transaction (each run's transition stays
+atomic; the fsync is shared), and repeat for those still ready. A run that waits is released:
+it costs rows, never a process.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from procflow.errors import NotFoundError, UsageError
+from procflow.expr import evaluate_condition, parse_duration
+from procflow.model.ir import Application, Flow, Process, UserTask, WaitRecord
+from procflow.runtime import faults
+from procflow.runtime.clock import from_datetime, micros, system_now
+from procflow.runtime.deploy import Deployed, compile_for_deploy, compile_source, deploy
+from procflow.runtime.intent import RunCtx, advance, eval_context
+from procflow.runtime.records import new_record, patch_record, record_json
+from procflow.runtime.secrets import Masker, VarCipher, load_cipher
+from procflow.runtime.transition import Transition
+from procflow.store.rows import HistoryRow, RunRow, TokenRow, VersionRow
+from procflow.store.store import DEFAULT_URL, Store, Tx
+
+VIRTUAL_EPOCH = "2027-01-01T00:00:00Z"
+
+
+class UnsupportedError(UsageError):
+    """A valid definition that this version of procflow cannot run yet."""
+
+
+@dataclass
+class Compiled:
+    version: VersionRow
+    definition: Application | Flow
+    project_dir: str
+
+
+class Engine:
+    """One engine per thread. ``procflow.Engine("sqlite:///app.db")``."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        project_dir: str | None = None,
+        worker_id: str | None = None,
+        environ: Mapping[str, str] | None = None,
+        batch: int = 200,
+        lease_seconds: float | None = None,
+        create: bool = True,
+    ) -> None:
+        self.environ = dict(os.environ if environ is None else environ)
+        self.url = url or self.environ.get("PROCFLOW_DATABASE_URL") or DEFAULT_URL
+        self.project_dir = project_dir or self.environ.get("PROCFLOW_PROJECT") or None
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
+        self.batch = batch
+        lease = lease_seconds or float(self.environ.get("PROCFLOW_LEASE_SECONDS", "30"))
+        self.lease = int(lease * 1_000_000)
+        self.store = Store(self.url)
+        if create:
+            self.store.ensure_ready()
+        self._compiled: dict[int, Compiled] = {}
+        self._cipher: VarCipher | None = None
+        self._held: set[str] = set()
+        self._held_lock = threading.Lock()
+
+    @classmethod
+    def virtual(cls, path: str, **kwargs: Any) -> Engine:
+        """An engine on a new virtual-clock SQLite store at ``path`` (for tests and demos)."""
+        store = Store(f"sqlite:///{path}")
+        store.init(virtual_clock=True, now=from_iso(VIRTUAL_EPOCH))
+        store.close()
+        return cls(f"sqlite:///{path}", **kwargs)
+
+    def close(self) -> None:
+        self.store.close()
+
+    # --- clock ------------------------------------------------------------------------------
+
+    @property
+    def is_virtual(self) -> bool:
+        return self.store.read().meta_get("clock") == "virtual"
+
+    def now(self) -> int:
+        value = self.store.read().meta_get("clock_now")
+        return int(value) if value is not None else system_now()
+
+    def set_clock(self, target: int) -> None:
+        """Move a virtual clock forward to ``target``, running what is due at each instant."""
+        self._require_virtual()
+        now = self.now()
+        if target < now:
+            raise UsageError("a virtual clock only moves forward")
+        while True:
+            self.work(until_idle=True)
+            due = self.store.read().next_due()
+            step_to = due if due is not None and due <= target else target
+            self._put_clock(max(step_to, self.now()))
+            if step_to >= target:
+                self.work(until_idle=True)
+                return
+
+    def advance(self, duration: str | timedelta) -> None:
+        delta = parse_duration(duration) if isinstance(duration, str) else duration
+        if delta < timedelta(0):
+            raise UsageError("a virtual clock only moves forward")
+        self.set_clock(self.now() + micros(delta))
+
+    def _put_clock(self, value: int) -> None:
+        with self.store.tx() as tx:
+            tx.meta_set("clock_now", str(value))
+
+    def _require_virtual(self) -> None:
+        if not self.is_virtual:
+            raise UsageError(
+                "this store uses the system clock; only a store created with "
+                "`procflow db init --virtual-clock` has a clock to move"
+            )
+
+    # --- definitions ------------------------------------------------------------------------
+
+    def deploy(self, path: str) -> list[Deployed]:
+        loaded, source = compile_for_deploy(path, self.project_dir)
+        definition = loaded.definition
+        assert definition is not None
+        refuse_unsupported(definition)
+        project = self.project_dir or definition.project_dir
+        with self.store.tx() as tx:
+            return deploy(tx, definition, source, definition.file, project, self.now())
+
+    def compiled(self, version_id: int, tx: Tx | None = None) -> Compiled:
+        hit = self._compiled.get(version_id)
+        if hit is None:
+            version = (tx or self.store.read()).version(version_id)
+            project = self.project_dir or version.project_dir
+            definition = compile_source(version.source, version.file, project)
+            hit = Compiled(version, definition, project)
+            self._compiled[version_id] = hit
+        return hit
+
+    def process(self, version_id: int, name: str, tx: Tx | None = None) -> tuple[Compiled, Process]:
+        compiled = self.compiled(version_id, tx)
+        app = compiled.definition
+        assert isinstance(app, Application)
+        return compiled, next(p for p in app.processes if p.name == name)
+
+    def _latest_processes(self, tx: Tx) -> list[tuple[Compiled, Process]]:
+        out: list[tuple[Compiled, Process]] = []
+        for name, dialect, enabled, _latest in tx.definitions():
+            if dialect != "intent" or not enabled:
+                continue
+            version = tx.latest_version(name)
+            if version is None:
+                continue
+            compiled = self.compiled(version.id, tx)
+            app = compiled.definition
+            if isinstance(app, Application):
+                out.extend((compiled, p) for p in app.processes if p.name == name)
+        return out
+
+    def application_of(self, entity: str, tx: Tx | None = None) -> Application:
+        reader = tx or self.store.read()
+        version_id = reader.entity_version(entity)
+        if version_id is None:
+            known = sorted(reader.entities())
+            from procflow.model.source import suggest
+
+            raise NotFoundError(f"unknown entity [{entity}]{suggest(entity, known)}")
+        app = self.compiled(version_id, reader).definition
+        assert isinstance(app, Application)
+        return app
+
+    # --- records ----------------------------------------------------------------------------
+
+    def create_record(
+        self, entity: str, data: Mapping[str, Any], *, user: str | None = None
+    ) -> dict[str, Any]:
+        with self.store.tx() as tx:
+            app = self.application_of(entity, tx)
+            decl = app.entity(entity)
+            assert decl is not None
+            record = new_record(app, decl, data, exists=tx.record_exists)
+            pk = decl.primary_key.name
+            if record.get(pk) is None:
+                record[pk] = tx.next_record_id(entity)
+            elif tx.record_exists(entity, record[pk]):
+                raise UsageError(f"[{entity}] record {record[pk]} already exists")
+            now = self.now()
+            tx.insert_record(entity, record[pk], record, user, now)
+            self._lifecycle(tx, "onCreate", app, entity, None, record, now)
+            return record_json(decl, record)
+
+    def update_record(self, entity: str, id_: int, patch: Mapping[str, Any]) -> dict[str, Any]:
+        with self.store.tx() as tx:
+            app = self.application_of(entity, tx)
+            decl = app.entity(entity)
+            assert decl is not None
+            row = tx.record(entity, id_)
+            if row is None:
+                raise NotFoundError(f"no [{entity}] record with id {id_}")
+            record = patch_record(app, decl, row.data, patch, exists=tx.record_exists)
+            now = self.now()
+            tx.update_record(entity, id_, record, now)
+            self._lifecycle(tx, "onUpdate", app, entity, row.data, record, now)
+            return record_json(decl, record)
+
+    def delete_record(self, entity: str, id_: int) -> None:
+        with self.store.tx() as tx:
+            app = self.application_of(entity, tx)
+            row = tx.record(entity, id_)
+            if row is None:
+                raise NotFoundError(f"no [{entity}] record with id {id_}")
+            now = self.now()
+            tx.delete_record(entity, id_)
+            for run in tx.active_runs_for_record(entity, id_):
+                self._cancel(tx, run, now, reason=f"its [{entity}] record {id_} was deleted")
+            self._lifecycle(tx, "onDelete", app, entity, row.data, None, now)
+
+    def get_record(self, entity: str, id_: int) -> dict[str, Any]:
+        app = self.application_of(entity)
+        decl = app.entity(entity)
+        assert decl is not None
+        row = self.store.read().record(entity, id_)
+        if row is None:
+            raise NotFoundError(f"no [{entity}] record with id {id_}")
+        return record_json(decl, row.data)
+
+    def list_records(self, entity: str) -> list[dict[str, Any]]:
+        app = self.application_of(entity)
+        decl = app.entity(entity)
+        assert decl is not None
+        return [record_json(decl, r.data) for r in self.store.read().records(entity)]
+
+    def _lifecycle(
+        self,
+        tx: Tx,
+        event: str,
+        app: Application,
+        entity: str,
+        before: dict[str, Any] | None,
+        after: dict[str, Any] | None,
+        now: int,
+    ) -> list[str]:
+        """Start every process this committed write triggers, in the write's transaction."""
+        record = after if after is not None else before
+        assert record is not None
+        started = []
+        for compiled, process in self._latest_processes(tx):
+            trigger = process.trigger
+            if trigger is None or trigger.event != event or trigger.entity != entity:
+                continue
+            decl = app.entity(entity)
+            assert decl is not None
+            env = record_json(decl, record)
+            ctx = eval_context(now)
+            if not all(evaluate_condition(g, env, ctx) for g in trigger.when):
+                continue
+            id_ = int(record[decl.primary_key.name])
+            key = str(record.get(trigger.business_key)) if trigger.business_key else str(id_)
+            run_id = self._start(
+                tx, compiled, process, now, entity, id_, key,
+                start_key=f"{process.name}/{entity}/{id_}",
+                snapshot=record if event == "onDelete" else None,
+            )  # fmt: skip
+            if run_id:
+                started.append(run_id)
+        return started
+
+    # --- runs -------------------------------------------------------------------------------
+
+    def start(self, name: str, *, record: tuple[str, int]) -> str:
+        """Start a run of a trigger-less process for a record (``procflow start``)."""
+        with self.store.tx() as tx:
+            version = tx.latest_version(name)
+            if version is None:
+                raise NotFoundError(f"no deployed definition named [{name}]")
+            if not tx.definition_enabled(name):
+                raise UsageError(f"[{name}] is disabled; enable it to start runs")
+            compiled, process = self.process(version.id, name, tx)
+            entity, id_ = record
+            if tx.record(entity, id_) is None:
+                raise NotFoundError(f"no [{entity}] record with id {id_}")
+            run_id = self._start(tx, compiled, process, self.now(), entity, id_, str(id_))
+            assert run_id is not None
+            return run_id
+
+    def _start(
+        self,
+        tx: Tx,
+        compiled: Compiled,
+        process: Process,
+        now: int,
+        entity: str,
+        id_: int,
+        business_key: str,
+        start_key: str | None = None,
+        snapshot: dict[str, Any] | None = None,
+    ) -> str | None:
+        run = RunRow(
+            id=new_run_id(), version_id=compiled.version.id, name=process.name, dialect="intent",
+            status="running", started_at=now, business_key=business_key, record_entity=entity,
+            record_id=id_, start_key=start_key, state={"snapshot": snapshot} if snapshot else {},
+        )  # fmt: skip
+        if not tx.insert_run(run):
+            return None  # at most once per record, ever
+        first = process.steps[0].name
+        token = TokenRow(None, run.id, first, first, "ready", 1, now, None, {"visit": 1})
+        tx.insert_token(token)
+        run.seq = 1
+        tx.append_history(run.id, [HistoryRow(1, now, "run.started")])
+        tx.save_run(run, None, None)
+        return run.id
+
+    def cancel(self, run_id: str) -> None:
+        with self.store.tx() as tx:
+            run = tx.run(run_id)
+            if run is None:
+                raise NotFoundError(f"no run with id [{run_id}]")
+            if run.status in ("completed", "cancelled", "aborted"):
+                raise UsageError(f"run [{run_id}] is already {run.status}; nothing to cancel")
+            self._cancel(tx, run, self.now(), reason="cancelled by an operator")
+
+    def _cancel(self, tx: Tx, run: RunRow, now: int, reason: str) -> None:
+        names = tx.clear_vars(run.id)
+        tx.delete_run_timers(run.id)
+        tx.delete_run_tokens(run.id)
+        history = []
+        for name in sorted(names):
+            run.seq += 1
+            history.append(HistoryRow(run.seq, now, "var.cleared", data={"var": name}))
+        run.seq += 1
+        history.append(HistoryRow(run.seq, now, "run.cancelled", data={"reason": reason}))
+        run.status, run.ended_at = "cancelled", now
+        tx.append_history(run.id, history)
+        tx.save_run(run, None, None)
+
+    def retry(self, run_id: str) -> None:
+        """Re-attempt a failed run's failed step with a fresh retry budget."""
+        with self.store.tx() as tx:
+            run = tx.run(run_id)
+            if run is None:
+                raise NotFoundError(f"no run with id [{run_id}]")
+            if run.status != "failed":
+                raise UsageError(
+                    f"run [{run_id}] is {run.status}; only a failed run can be retried"
+                )
+            now = self.now()
+            tokens = [t for t in tx.tokens(run_id) if t.state == "failed"]
+            for token in tokens:
+                token.state, token.attempt, token.since, token.wait = "ready", 1, now, None
+                token.data["steps"] = 0
+            tx.update_tokens(tokens)
+            run.status, run.error = "running", None
+            run.seq += 1
+            step = tokens[0].step if tokens else None
+            tx.append_history(run.id, [HistoryRow(run.seq, now, "run.retried", step, step)])
+            tx.save_run(run, None, None)
+
+    def disable(self, name: str, enabled: bool = False) -> None:
+        with self.store.tx() as tx:
+            if not tx.set_enabled(name, enabled):
+                raise NotFoundError(f"no deployed definition named [{name}]")
+
+    # --- working ----------------------------------------------------------------------------
+
+    def work(self, until_idle: bool = True, stop: threading.Event | None = None) -> int:
+        """Advance runs; returns the number of transitions committed.
+
+        ``until_idle``: return once nothing is due now. Otherwise sleep until the next due time
+        (at most a second, so work made ready by another process is noticed within one second).
+        """
+        total = 0
+        while stop is None or not stop.is_set():
+            done = self.work_batch()
+            total += done
+            if done:
+                continue
+            if until_idle:
+                return total
+            self._idle(stop)
+        return total
+
+    def _idle(self, stop: threading.Event | None) -> None:
+        due = self.store.read().next_due()
+        wait = 1.0
+        if due is not None and not self.is_virtual:
+            wait = min(wait, max(0.0, (due - system_now()) / 1_000_000))
+        if stop is not None:
+            stop.wait(wait)
+        else:
+            time.sleep(wait)
+
+    def work_batch(self) -> int:
+        """Claim a batch and run it until every run in it waits or ends; returns transitions."""
+        virtual = self.is_virtual
+        now = self.now()
+        wall = system_now()
+        with self.store.tx() as tx:
+            fired = self._fire_timers(tx, now, wall)
+            claimed = tx.claim_runs(self.worker_id, wall, wall + self.lease, self.batch)
+            tokens = tx.tokens_of_runs([r.id for r in claimed])
+        if not claimed:
+            return fired
+        with self._held_lock:
+            self._held.update(r.id for r in claimed)
+        by_run: dict[str, dict[int, TokenRow]] = {r.id: {} for r in claimed}
+        for t in tokens:
+            assert t.id is not None
+            by_run[t.run_id][t.id] = t
+        active = [self._run_ctx(run, by_run[run.id]) for run in claimed]
+        count = fired
+        try:
+            while active:
+                step_now = now if virtual else system_now()
+                batch = []
+                for rc in active:
+                    token = next((t for t in rc.tokens.values() if t.state == "ready"), None)
+                    if token is not None:
+                        batch.append((rc, advance(rc, token, step_now)))
+                accepted = self._commit(batch, step_now)
+                count += len(accepted)
+                active = [
+                    rc for rc, _ in batch if rc.run.id in accepted and rc.run.status == "running"
+                ]
+        finally:
+            with self._held_lock:
+                self._held.difference_update(r.id for r in claimed)
+        return count
+
+    def _run_ctx(self, run: RunRow, tokens: dict[int, TokenRow]) -> RunCtx:
+        compiled, process = self.process(run.version_id, run.name)
+        app = compiled.definition
+        assert isinstance(app, Application)
+        record = None
+        if run.record_entity is not None and run.record_id is not None:
+            snapshot = run.state.get("snapshot")
+            row = self.store.read().record(run.record_entity, run.record_id)
+            record = snapshot if snapshot is not None else (row.data if row else None)
+        return RunCtx(
+            run=run, tokens=tokens, app=app, process=process, project_dir=compiled.project_dir,
+            record=record, load_vars=lambda: self._load_vars(run.id),
+            load_related=self._load_related,
+        )  # fmt: skip
+
+    def _load_related(self, entity: str, id_: int) -> dict[str, Any] | None:
+        row = self.store.read().record(entity, id_)
+        return None if row is None else row.data
+
+    @property
+    def cipher(self) -> VarCipher:
+        if self._cipher is None:
+            self._cipher = load_cipher(self.url, self.environ)
+        return self._cipher
+
+    def _load_vars(self, run_id: str) -> dict[str, Any]:
+        blobs = self.store.read().vars(run_id)
+        return {name: self.cipher.decrypt(run_id, name, blob) for name, blob in blobs.items()}
+
+    def masker(self, run_id: str) -> Masker:
+        """Masks the run's var values (for anything printed about the run)."""
+        return Masker(self._load_vars(run_id).values())
+
+    def _fire_timers(self, tx: Tx, now: int, wall: int) -> int:
+        fired = 0
+        for timer in tx.due_timers_free(now, wall, self.batch):
+            run = tx.run(timer.run_id)
+            token = next((t for t in tx.tokens(timer.run_id) if t.id == timer.token_id), None)
+            tx.delete_timer(timer.id)
+            if run is None or token is None or run.status in ("completed", "cancelled", "aborted"):
+                continue
+            token.state, token.wait = "ready", None
+            tx.update_tokens([token])
+            run.seq += 1
+            entry = HistoryRow(run.seq, now, "timer.fired", token.step, token.path, token.attempt)
+            tx.append_history(run.id, [entry])
+            if run.status != "failed":
+                run.status = "running"
+            tx.save_run(run, None, None)
+            fired += 1
+        return fired
+
+    def _commit(self, batch: list[tuple[RunCtx, Transition]], now: int) -> set[str]:
+        if not batch:
+            return set()
+        faults.point("before_commit")
+        wall = system_now()
+        with self.store.tx() as tx:
+            accepted = tx.leases_held([rc.run.id for rc, _ in batch], self.worker_id, wall)
+            history: list[tuple[str, HistoryRow]] = []
+            updates: list[TokenRow] = []
+            for rc, tr in batch:
+                if rc.run.id not in accepted:
+                    continue  # lease lost, or the run was cancelled meanwhile: change nothing
+                self._apply(tx, rc, tr, now, updates)
+                history.extend((rc.run.id, h) for h in tr.history)
+                keep = rc.run.status == "running"
+                tx.save_run(
+                    rc.run, wall + self.lease if keep else None, self.worker_id if keep else None
+                )
+            tx.update_tokens(updates)
+            tx.append_history_many(history)
+        faults.point("after_commit")
+        return accepted
+
+    def _apply(self, tx: Tx, rc: RunCtx, tr: Transition, now: int, updates: list[TokenRow]) -> None:
+        run_id = rc.run.id
+        for token in tr.tokens_insert:
+            tx.insert_token(token)
+            assert token.id is not None
+            rc.tokens[token.id] = token
+        updates.extend(t for t in tr.tokens_update if t.id not in tr.tokens_delete)
+        if tr.tokens_delete:
+            tx.delete_tokens(tr.tokens_delete)
+        if tr.timers_drop:
+            tx.delete_timers_of_tokens(tr.timers_drop)
+        if tr.timers:
+            tx.insert_timers([(run_id, t.id, kind, due) for t, kind, due in tr.timers if t.id])
+        for name, value in tr.vars_set.items():
+            tx.set_var(run_id, name, self.cipher.encrypt(run_id, name, value))
+        for name in tr.vars_clear:
+            tx.clear_var(run_id, name)
+        if tr.vars_sweep:
+            tx.clear_vars(run_id)
+        for msg in tr.outbox:
+            tx.add_outbox(msg.channel, msg.recipient, msg.subject, msg.body, run_id, msg.step, now)
+        if tr.record_write is not None:
+            self._apply_record_write(tx, tr, now)
+
+    def _apply_record_write(self, tx: Tx, tr: Transition, now: int) -> None:
+        write = tr.record_write
+        assert write is not None
+        current = tx.record(write.entity, write.id)
+        if current is None:
+            return  # deleted meanwhile; deleting it cancelled this run, so nothing is lost
+        changed = {k: v for k, v in write.after.items() if write.before.get(k) != v}
+        merged = {**current.data, **changed}
+        tx.update_record(write.entity, write.id, merged, now)
+        app = self.application_of(write.entity, tx)
+        self._lifecycle(tx, "onUpdate", app, write.entity, current.data, merged, now)
+
+    # --- heartbeats -------------------------------------------------------------------------
+
+    def heartbeat(self, stop: threading.Event) -> threading.Thread:
+        """Renew the leases of runs this worker holds while long attempts run."""
+
+        def beat() -> None:
+            store = Store(self.url)
+            try:
+                while not stop.wait(self.lease / 3_000_000):
+                    with self._held_lock:
+                        held = list(self._held)
+                    if held:
+                        with store.tx() as tx:
+                            tx.renew_leases(self.worker_id, held, system_now() + self.lease)
+            finally:
+                store.close()
+
+        thread = threading.Thread(target=beat, name="procflow-heartbeat", daemon=True)
+        thread.start()
+        return thread
+
+
+def refuse_unsupported(definition: Application | Flow) -> None:
+    """Deploy only what this version can run, saying exactly what is missing."""
+    if isinstance(definition, Flow):
+        raise UnsupportedError(
+            f"flow [{definition.name}] validates, but this version of procflow runs intent "
+            "processes only; the flow runtime is issue 4/5"
+        )
+    for process in definition.processes:
+        kinds: list[str] = sorted(
+            {s.kind for s in process.steps if isinstance(s, UserTask | WaitRecord)}
+        )
+        if process.abort_on is not None:
+            kinds.append("abortOn")
+        if kinds:
+            raise UnsupportedError(
+                f"process [{process.name}] validates, but this version of procflow cannot run "
+                f"{', '.join(kinds)} yet (issue 5/5: waiting on the outside world)"
+            )
+
+
+def new_run_id() -> str:
+    """Time-ordered, unique across machines: 12 hex digits of milliseconds + 20 random."""
+    return f"{time.time_ns() // 1_000_000:012x}{uuid.uuid4().hex[:20]}"
+
+
+def from_iso(text: str) -> int:
+    from procflow.expr import parse_timestamp
+
+    return from_datetime(parse_timestamp(text))

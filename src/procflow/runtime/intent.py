@@ -1,0 +1,443 @@
+"""Running intent processes: one step of one token → one :class:`Transition`.
+
+The decisions (routing, retry or route or fail, ``{error}``, loop guard, run status) are plain
+functions over the run's rows. The only side effects are the delegate call and, for ``notify``,
+composing an outbox message; both happen before the engine commits the transition.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from procflow.errors import ExprError, NonRetryableError
+from procflow.expr import EvalContext, Expr, evaluate_condition, root_paths
+from procflow.model.ir import (
+    END,
+    Application,
+    Decision,
+    Delegate,
+    EndStep,
+    Entity,
+    Notify,
+    Process,
+    ServiceTask,
+    SetField,
+    SetRelationField,
+)
+from procflow.runtime import faults
+from procflow.runtime.clock import iso, micros, to_datetime
+from procflow.runtime.context import StepContext, VarsView, step_logger
+from procflow.runtime.delegates import CodeLoadError, call_delegate, load_attr
+from procflow.runtime.records import RecordError, patch_record, record_json
+from procflow.runtime.secrets import Masker
+from procflow.runtime.transition import OutboxMessage, RecordWrite, Transition
+from procflow.store.rows import RunRow, TokenRow
+
+MAX_STEPS_WITHOUT_WAIT = 1000
+
+
+@dataclass
+class RunCtx:
+    """What a worker holds in memory for a run while it holds the run's lease."""
+
+    run: RunRow
+    tokens: dict[int, TokenRow]
+    app: Application
+    process: Process
+    project_dir: str
+    record: dict[str, Any] | None
+    load_vars: Callable[[], dict[str, Any]]  # decrypts the run's vars (only when needed)
+    load_related: Callable[[str, int], dict[str, Any] | None]
+    _vars: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def entity(self) -> Entity | None:
+        trigger = self.process.trigger
+        return self.app.entity(trigger.entity) if trigger else None
+
+    def vars(self) -> dict[str, Any]:
+        if self._vars is None:
+            self._vars = self.load_vars() if self.process.vars else {}
+        return self._vars
+
+
+def advance(rc: RunCtx, token: TokenRow, now: int) -> Transition:
+    """Run the step ``token`` is at (one attempt) and decide what follows."""
+    tr = Transition(rc.run, now)
+    step = rc.process.step(token.step)
+    if isinstance(step, ServiceTask):
+        _service_task(tr, rc, token, step)
+    elif isinstance(step, Decision):
+        _decision(tr, rc, token, step)
+    elif isinstance(step, EndStep):
+        tr.add("step.started", step.name, token.path, token.attempt)
+        tr.add("step.completed", step.name, token.path, token.attempt)
+        end_path(tr, rc, token)
+    else:  # refused when the run starts (Engine.unsupported); reaching here is a bug
+        raise AssertionError(f"cannot run a {step.kind} step")
+    settle(tr, rc)
+    return tr
+
+
+# --- routing -----------------------------------------------------------------------------
+
+
+def move(tr: Transition, rc: RunCtx, token: TokenRow, target: str) -> None:
+    """Send ``token`` on to ``target`` (a step or END), guarding against endless loops."""
+    if target == END:
+        end_path(tr, rc, token)
+        return
+    visited: list[str] = token.data.setdefault("visited", [])
+    visited.append(token.step)
+    del visited[:-20]
+    steps = token.data.get("steps", 0) + 1
+    token.data["steps"] = steps
+    if steps >= MAX_STEPS_WITHOUT_WAIT:
+        loop = ", ".join(dict.fromkeys(visited))
+        fail_run(
+            tr,
+            rc,
+            token,
+            f"the run advanced {steps} steps without waiting; it loops through [{loop}]",
+            "loop",
+        )
+        return
+    token.step = target
+    token.path = target
+    token.attempt = 1
+    token.since = tr.now
+    token.data["visit"] = token.data.get("visit", 0) + 1
+    tr.update(token)
+
+
+def successor(process: Process, step_name: str, explicit: str | None) -> str:
+    return explicit if explicit is not None else process.fall_through(step_name)
+
+
+def end_path(tr: Transition, rc: RunCtx, token: TokenRow) -> None:
+    assert token.id is not None or token in tr.tokens_insert
+    if token.id is not None:
+        tr.tokens_delete.append(token.id)
+        tr.timers_drop.append(token.id)
+        rc.tokens.pop(token.id, None)
+    if rc.tokens:
+        tr.add("token.ended", token.step, token.path)
+    else:
+        complete_run(tr, rc)
+
+
+def complete_run(tr: Transition, rc: RunCtx) -> None:
+    run = rc.run
+    run.status = "completed"
+    run.ended_at = tr.now
+    sweep_vars(tr, rc)
+    tr.add("run.completed")
+
+
+def sweep_vars(tr: Transition, rc: RunCtx) -> None:
+    """Beyond the seed's v1: a run that ends leaves no var behind, whatever route it took."""
+    if not rc.process.vars:
+        return
+    tr.vars_sweep = True
+    for name in sorted(rc.vars()):
+        tr.add("var.cleared", var=name)
+
+
+def fail_run(tr: Transition, rc: RunCtx, token: TokenRow, message: str, kind: str) -> None:
+    token.state = "failed"
+    token.wait = None
+    tr.update(token)
+    rc.run.status = "failed"
+    rc.run.error = {"step": token.step, "message": message, "type": kind}
+    tr.add("step.failed", token.step, token.path, token.attempt, message=message)
+    tr.add("run.failed", token.step, token.path, message=message)
+
+
+def settle(tr: Transition, rc: RunCtx) -> None:
+    """The run's status from its tokens (runtime.md, "Runs, tokens and statuses")."""
+    run = rc.run
+    if run.status in ("completed", "cancelled", "aborted", "failed"):
+        return
+    if not rc.tokens and not tr.tokens_insert:
+        return
+    live = [*rc.tokens.values(), *tr.tokens_insert]
+    run.status = "running" if any(t.state == "ready" for t in live) else "waiting"
+
+
+# --- decisions ----------------------------------------------------------------------------
+
+
+def _decision(tr: Transition, rc: RunCtx, token: TokenRow, step: Decision) -> None:
+    tr.add("step.started", step.name, token.path, token.attempt)
+    try:
+        env = condition_env(rc, step.condition, token)
+        outcome = evaluate_condition(step.condition, env, eval_context(tr.now))
+    except ExprError as exc:
+        fail_run(tr, rc, token, f"decision [{step.name}]: {exc.message}", "expression")
+        return
+    tr.add("step.completed", step.name, token.path, token.attempt, outcome=outcome)
+    target = step.then if outcome else successor(rc.process, step.name, step.else_)
+    move(tr, rc, token, target)
+
+
+def eval_context(now: int) -> EvalContext:
+    moment = to_datetime(now)
+    return EvalContext(now=lambda: moment)
+
+
+def condition_env(rc: RunCtx, expr: Expr, token: TokenRow) -> dict[str, Any]:
+    """The trigger record's fields; a relation read through (``customer.creditLimit``) binds
+    the related record, a bare relation its id; ``action`` the last user task's action."""
+    entity = rc.entity
+    env: dict[str, Any] = {"action": token.data.get("action")}
+    if entity is None or rc.record is None:
+        return env
+    env.update(record_json(entity, rc.record))
+    walked = {ref.root for ref in root_paths(expr) if ref.segments}
+    for relation in entity.relations:
+        if relation.to_one and relation.name in walked:
+            related_id = rc.record.get(relation.name)
+            env[relation.name] = (
+                rc.load_related(relation.to, related_id) if related_id is not None else None
+            )
+    return env
+
+
+# --- service tasks ------------------------------------------------------------------------
+
+
+def _service_task(tr: Transition, rc: RunCtx, token: TokenRow, step: ServiceTask) -> None:
+    action = step.action
+    if isinstance(action, Delegate):
+        _delegate(tr, rc, token, step, action)
+    elif isinstance(action, Notify):
+        _notify(tr, rc, token, step, action)
+    else:
+        tr.add("step.started", step.name, token.path, token.attempt)
+        _set_field(tr, rc, token, action)
+        complete_step(tr, rc, token, step)
+
+
+def _set_field(
+    tr: Transition, rc: RunCtx, token: TokenRow, action: SetField | SetRelationField
+) -> None:
+    entity = rc.entity
+    assert entity is not None and rc.record is not None  # validation: only with a trigger
+    before = rc.record
+    after = dict(before)
+    if isinstance(action, SetRelationField):
+        after[action.relation] = action.value
+    elif action.is_error:
+        after[action.field] = error_text(token.data.get("error", ""), entity, action.field)
+    else:
+        after[action.field] = action.value
+    write_record(tr, rc, entity, before, after)
+
+
+def error_text(message: str, entity: Entity, field_name: str) -> str:
+    """``{error}`` cut to the field's length, ending in an ellipsis when cut."""
+    length = f.length if (f := entity.field(field_name)) else None
+    if length is not None and len(message) > length:
+        return message[: max(length - 1, 0)] + "…"
+    return message
+
+
+def write_record(
+    tr: Transition, rc: RunCtx, entity: Entity, before: dict[str, Any], after: dict[str, Any]
+) -> None:
+    if after == before:
+        return
+    assert rc.record is not None
+    rc.record = after
+    previous = tr.record_write.before if tr.record_write else before
+    tr.record_write = RecordWrite(entity.name, int(after[entity.primary_key.name]), previous, after)
+
+
+def complete_step(tr: Transition, rc: RunCtx, token: TokenRow, step: ServiceTask) -> None:
+    tr.add("step.completed", step.name, token.path, token.attempt)
+    for var in rc.process.vars:
+        if var.clear_after == step.name and (var.name in rc.vars() or var.name in tr.vars_set):
+            tr.vars_set.pop(var.name, None)
+            tr.vars_clear.append(var.name)
+            rc.vars().pop(var.name, None)
+            tr.add("var.cleared", step.name, token.path, var=var.name)
+    token.data.pop("error", None)
+    move(tr, rc, token, successor(rc.process, step.name, step.next))
+
+
+@dataclass
+class Attempt:
+    """The outcome of one delegate attempt, before it is committed or discarded."""
+
+    error: str | None = None
+    final: bool = False  # skip the remaining attempts (NonRetryableError, contract breach)
+    record: dict[str, Any] | None = None
+    vars: dict[str, Any] = field(default_factory=dict)
+    logs: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _delegate(
+    tr: Transition, rc: RunCtx, token: TokenRow, step: ServiceTask, action: Delegate
+) -> None:
+    started = tr.now
+    attempt = run_delegate(rc, token, step, action)
+    masker = Masker([*rc.vars().values(), *attempt.vars.values()])
+    tr.add("step.started", step.name, token.path, token.attempt, at=started)
+    for level, line in attempt.logs:
+        tr.add("log", step.name, token.path, token.attempt, level=level, message=masker.mask(line))
+    if attempt.error is None:
+        commit_writes(tr, rc, token, step, attempt)
+        complete_step(tr, rc, token, step)
+    else:
+        fail_attempt(tr, rc, token, step, attempt, masker.mask(attempt.error))
+
+
+def run_delegate(rc: RunCtx, token: TokenRow, step: ServiceTask, action: Delegate) -> Attempt:
+    entity = rc.entity
+    original = record_json(entity, rc.record) if entity and rc.record is not None else {}
+    vars_view = VarsView(step.name, step.produces, step.uses, _var_loader(rc))
+    log, handler = step_logger(rc.run.id, step.name)
+    ctx = StepContext(
+        run_id=rc.run.id,
+        step=step.name,
+        attempt=token.attempt,
+        idempotency_key=f"{rc.run.id}/{token.path}#{token.data.get('visit', 0)}",
+        project_dir=rc.project_dir,
+        log=log,
+        record=copy.deepcopy(original),
+        vars=vars_view,
+        fields=dict(action.fields),
+    )
+    out = Attempt(logs=handler.lines)
+    faults.point("before_delegate")
+    try:
+        target = load_attr(rc.project_dir, action.module, action.attr)
+        call_delegate(target, ctx, dict(action.fields))
+    except NonRetryableError as exc:
+        out.error, out.final = failure_message(exc), True
+    except CodeLoadError as exc:
+        out.error = str(exc)
+    except Exception as exc:  # a delegate's failure is the step's failure, whatever it raised
+        out.error = failure_message(exc)
+    faults.point("after_delegate")
+    if vars_view.breach:
+        out.error, out.final = vars_view.breach, True
+    out.vars = dict(vars_view.written)
+    if entity is not None and rc.record is not None and ctx.record != original:
+        try:
+            changed = {k: v for k, v in ctx.record.items() if original.get(k) != v}
+            out.record = patch_record(rc.app, entity, rc.record, changed, exists=_exists(rc))
+        except RecordError as exc:
+            out.error = out.error or f"step [{step.name}] wrote an invalid record: {exc}"
+    return out
+
+
+def failure_message(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def _var_loader(rc: RunCtx) -> Callable[[str], tuple[bool, Any]]:
+    def load(name: str) -> tuple[bool, Any]:
+        values = rc.vars()
+        return (name in values, values.get(name))
+
+    return load
+
+
+def _exists(rc: RunCtx) -> Callable[[str, int], bool]:
+    return lambda entity, id_: rc.load_related(entity, id_) is not None
+
+
+def commit_writes(
+    tr: Transition, rc: RunCtx, token: TokenRow, step: ServiceTask, attempt: Attempt
+) -> None:
+    entity = rc.entity
+    if attempt.record is not None and entity is not None and rc.record is not None:
+        write_record(tr, rc, entity, rc.record, attempt.record)
+    for name, value in attempt.vars.items():
+        tr.vars_set[name] = value
+        rc.vars()[name] = value
+        tr.add("var.produced", step.name, token.path, token.attempt, var=name)
+
+
+def fail_attempt(
+    tr: Transition,
+    rc: RunCtx,
+    token: TokenRow,
+    step: ServiceTask,
+    attempt: Attempt,
+    message: str,
+) -> None:
+    """A failed attempt: retry later, route to onError, or fail the run (the seed's rules)."""
+    total = step.retry.attempts if step.retry else 1
+    tr.add("attempt.failed", step.name, token.path, token.attempt, message=message)
+    if not attempt.final and token.attempt < total and step.retry is not None:
+        due = tr.now + micros(step.retry.every)
+        token.attempt += 1
+        token.state = "waiting"
+        token.since = tr.now
+        token.wait = {
+            "kind": "retry", "attempt": token.attempt, "of": total, "due": due,
+            "last_error": message,
+        }  # fmt: skip
+        tr.timers.append((token, "retry", due))
+        tr.update(token)
+        tr.add("retry.scheduled", step.name, token.path, token.attempt, due=iso(due))
+        return
+    if step.on_error is None:
+        fail_run(tr, rc, token, message, "action")
+        return
+    commit_writes(tr, rc, token, step, attempt)  # the final attempt's writes go with the route
+    tr.add("step.failed", step.name, token.path, token.attempt, message=message)
+    token.data["error"] = message
+    move(tr, rc, token, step.on_error)
+
+
+# --- notify -------------------------------------------------------------------------------
+
+
+def _notify(tr: Transition, rc: RunCtx, token: TokenRow, step: ServiceTask, action: Notify) -> None:
+    tr.add("step.started", step.name, token.path, token.attempt)
+    masker = Masker(rc.vars().values())
+    to = recipient(rc, action)
+    subject, empty_s = action.subject.render(lambda path: _placeholder(rc, path))
+    body, empty_b = action.body.render(lambda path: _placeholder(rc, path))
+    empty = sorted({".".join(p) for p in [*empty_s, *empty_b]})
+    if not to:
+        tr.add(
+            "step.completed", step.name, token.path, token.attempt,
+            skipped="the recipient resolved to nothing", empty_placeholders=empty or None,
+        )  # fmt: skip
+        move(tr, rc, token, successor(rc.process, step.name, step.next))
+        return
+    tr.outbox.append(OutboxMessage("email", to, masker.mask(subject), masker.mask(body), step.name))
+    tr.add("message.outboxed", step.name, token.path, token.attempt, to=to)
+    if empty:
+        names = ", ".join(empty)
+        tr.add("log", step.name, token.path, level="warning",
+               message=f"empty placeholders rendered as empty text: {names}")  # fmt: skip
+    complete_step(tr, rc, token, step)
+
+
+def recipient(rc: RunCtx, action: Notify) -> str | None:
+    if action.to.address:
+        return action.to.address
+    value = _placeholder(rc, action.to.path)
+    return str(value) if value not in (None, "") else None
+
+
+def _placeholder(rc: RunCtx, path: tuple[str, ...]) -> Any:
+    entity = rc.entity
+    if entity is None or rc.record is None:
+        return None
+    if len(path) == 1:
+        return record_json(entity, rc.record).get(path[0])
+    relation = entity.relation(path[0])
+    related_id = rc.record.get(path[0])
+    if relation is None or related_id is None:
+        return None
+    related = rc.load_related(relation.to, related_id)
+    return None if related is None else related.get(path[1])

@@ -1,0 +1,72 @@
+"""A transition: everything one committed state change does to one run.
+
+Decisions build a Transition in memory; the engine commits a batch of them, each run's
+transition atomically, in one database transaction (group commit). Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from procflow.store.rows import HistoryRow, RunRow, TokenRow
+
+ENDED = ("completed", "cancelled", "aborted")
+
+
+@dataclass(slots=True)
+class OutboxMessage:
+    channel: str
+    recipient: str
+    subject: str | None
+    body: str | None
+    step: str | None
+
+
+@dataclass(slots=True)
+class RecordWrite:
+    entity: str
+    id: int
+    before: dict[str, Any]
+    after: dict[str, Any]
+
+
+@dataclass
+class Transition:
+    run: RunRow
+    now: int
+    history: list[HistoryRow] = field(default_factory=list)
+    tokens_update: list[TokenRow] = field(default_factory=list)
+    tokens_insert: list[TokenRow] = field(default_factory=list)
+    tokens_delete: list[int] = field(default_factory=list)
+    timers: list[tuple[TokenRow, str, int]] = field(default_factory=list)  # token, kind, due
+    timers_drop: list[int] = field(default_factory=list)  # token ids whose timers go
+    record_write: RecordWrite | None = None
+    vars_set: dict[str, Any] = field(default_factory=dict)
+    vars_clear: list[str] = field(default_factory=list)
+    vars_sweep: bool = False
+    outbox: list[OutboxMessage] = field(default_factory=list)
+
+    def add(
+        self,
+        type_: str,
+        step: str | None = None,
+        path: str | None = None,
+        attempt: int | None = None,
+        at: int | None = None,
+        **data: Any,
+    ) -> None:
+        self.run.seq += 1
+        self.history.append(
+            HistoryRow(
+                self.run.seq, self.now if at is None else at, type_, step, path, attempt,
+                data or None,
+            )
+        )  # fmt: skip
+
+    def update(self, token: TokenRow) -> None:
+        if token.id is None:
+            if token not in self.tokens_insert:
+                self.tokens_insert.append(token)
+        elif token not in self.tokens_update:
+            self.tokens_update.append(token)

@@ -1,0 +1,120 @@
+-- procflow schema, version 1 (SQLite). Times are integer microseconds since the epoch (UTC).
+
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+CREATE TABLE definitions (
+    name     TEXT PRIMARY KEY,
+    dialect  TEXT NOT NULL,
+    enabled  INTEGER NOT NULL DEFAULT 1,
+    latest   INTEGER NOT NULL
+);
+
+CREATE TABLE versions (
+    id          INTEGER PRIMARY KEY,
+    name        TEXT NOT NULL,
+    version     INTEGER NOT NULL,
+    dialect     TEXT NOT NULL,
+    hash        TEXT NOT NULL,
+    file        TEXT NOT NULL,
+    project_dir TEXT NOT NULL,
+    source      TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    UNIQUE (name, version)
+);
+
+-- Entity declarations currently deployed (for redeploy compatibility checks).
+CREATE TABLE entities (
+    name        TEXT PRIMARY KEY,
+    app         TEXT NOT NULL,
+    version_id  INTEGER NOT NULL,
+    declaration TEXT NOT NULL
+);
+
+CREATE TABLE records (
+    entity     TEXT NOT NULL,
+    id         INTEGER NOT NULL,
+    data       TEXT NOT NULL,
+    owner      TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (entity, id)
+);
+
+CREATE TABLE runs (
+    id            TEXT PRIMARY KEY,
+    version_id    INTEGER NOT NULL,
+    name          TEXT NOT NULL,
+    dialect       TEXT NOT NULL,
+    status        TEXT NOT NULL,
+    started_at    INTEGER NOT NULL,
+    ended_at      INTEGER,
+    business_key  TEXT,
+    record_entity TEXT,
+    record_id     INTEGER,
+    start_key     TEXT UNIQUE,       -- "<process>/<entity>/<id>": a process starts at most once per record
+    state         TEXT NOT NULL DEFAULT '{}',
+    output        TEXT,
+    error         TEXT,
+    seq           INTEGER NOT NULL DEFAULT 0,
+    lease_owner   TEXT,
+    lease_until   INTEGER
+);
+CREATE INDEX runs_claimable ON runs (lease_until) WHERE status = 'running';
+CREATE INDEX runs_by_status ON runs (status, started_at);
+CREATE INDEX runs_by_record ON runs (record_entity, record_id);
+
+CREATE TABLE tokens (
+    id       INTEGER PRIMARY KEY,
+    run_id   TEXT NOT NULL,
+    step     TEXT NOT NULL,
+    path     TEXT NOT NULL,
+    state    TEXT NOT NULL,            -- ready | waiting | failed
+    attempt  INTEGER NOT NULL DEFAULT 1,
+    since    INTEGER NOT NULL,
+    wait     TEXT,                     -- JSON: why it waits
+    data     TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX tokens_by_run ON tokens (run_id);
+
+CREATE TABLE timers (
+    id       INTEGER PRIMARY KEY,
+    run_id   TEXT NOT NULL,
+    token_id INTEGER NOT NULL,
+    kind     TEXT NOT NULL,
+    due_at   INTEGER NOT NULL
+);
+CREATE INDEX timers_due ON timers (due_at);
+CREATE INDEX timers_by_token ON timers (token_id);
+
+CREATE TABLE history (
+    run_id  TEXT NOT NULL,
+    seq     INTEGER NOT NULL,
+    at      INTEGER NOT NULL,
+    type    TEXT NOT NULL,
+    step    TEXT,
+    path    TEXT,
+    attempt INTEGER,
+    data    TEXT,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+
+CREATE TABLE vars (
+    run_id TEXT NOT NULL,
+    name   TEXT NOT NULL,
+    value  BLOB NOT NULL,
+    PRIMARY KEY (run_id, name)
+) WITHOUT ROWID;
+
+CREATE TABLE outbox (
+    id         INTEGER PRIMARY KEY,
+    channel    TEXT NOT NULL,
+    recipient  TEXT NOT NULL,
+    subject    TEXT,
+    body       TEXT,
+    run_id     TEXT,
+    step       TEXT,
+    created_at INTEGER NOT NULL
+);

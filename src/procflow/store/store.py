@@ -1,0 +1,615 @@
+"""The store: the only module that speaks SQL.
+
+A :class:`Store` opens a database by URL and hands out transactions (:meth:`Store.tx`); a
+:class:`Tx` offers one named method per query. The engine composes them, so a state change is
+always exactly one transaction. SQL is written once with ``?`` placeholders; the PostgreSQL
+dialect (issue 3/5) translates them.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from procflow.errors import ProcflowError, UsageError
+from procflow.store.rows import (
+    HistoryRow,
+    OutboxRow,
+    RecordRow,
+    RunRow,
+    TimerRow,
+    TokenRow,
+    VersionRow,
+)
+
+SCHEMA_VERSION = 1
+DEFAULT_URL = "sqlite:///./procflow.db"
+TERMINAL = ("completed", "cancelled", "aborted")
+
+
+class StoreError(ProcflowError):
+    """The database is missing, not initialised, or at an unknown schema version."""
+
+
+def sqlite_path(url: str) -> str:
+    if not url.startswith("sqlite://"):
+        raise UsageError(f"unsupported database URL [{url}]; use sqlite:///path/to/file.db")
+    rest = url[len("sqlite://") :]
+    if rest in ("", "/:memory:"):
+        return ":memory:"
+    if not rest.startswith("/"):
+        raise UsageError(
+            f"malformed database URL [{url}]; use sqlite:///relative.db or sqlite:////abs.db"
+        )
+    return rest[1:]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+class Store:
+    """One connection to one database. Not shared between threads: open one per thread."""
+
+    def __init__(self, url: str = DEFAULT_URL) -> None:
+        self.url = url
+        self.path = sqlite_path(url)
+        self.dialect = "sqlite"
+        self.conn = sqlite3.connect(
+            self.path, isolation_level=None, timeout=30.0, check_same_thread=False
+        )
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA secure_delete=ON")
+        self.conn.execute("PRAGMA foreign_keys=OFF")
+        self._tx_depth = 0
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # --- transactions ---------------------------------------------------------------------
+
+    @contextmanager
+    def tx(self) -> Iterator[Tx]:
+        """A write transaction (SQLite: ``BEGIN IMMEDIATE``, one writer at a time)."""
+        if self._tx_depth:
+            yield Tx(self.conn)
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        self._tx_depth = 1
+        try:
+            yield Tx(self.conn)
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        else:
+            self.conn.execute("COMMIT")
+        finally:
+            self._tx_depth = 0
+
+    def read(self) -> Tx:
+        """Queries outside a transaction (each statement sees the latest commit)."""
+        return Tx(self.conn)
+
+    # --- schema ---------------------------------------------------------------------------
+
+    def schema_version(self) -> int | None:
+        row = self.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name='meta'"
+        ).fetchone()
+        if row is None:
+            return None
+        got = self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        return int(got[0]) if got else None
+
+    def init(self, *, virtual_clock: bool = False, now: int = 0) -> bool:
+        """Create the schema; returns False when it already existed (then nothing changes)."""
+        if self.schema_version() is not None:
+            return False
+        script = resources.files("procflow.store.sql").joinpath("schema_sqlite_1.sql").read_text()
+        self.conn.executescript(f"BEGIN;\n{script}\nCOMMIT;")
+        with self.tx() as tx:
+            tx.meta_set("schema_version", str(SCHEMA_VERSION))
+            tx.meta_set("clock", "virtual" if virtual_clock else "system")
+            if virtual_clock:
+                tx.meta_set("clock_now", str(now))
+        return True
+
+    def upgrade(self) -> tuple[int | None, int]:
+        """Migrate to the newest schema; returns (from, to)."""
+        current = self.schema_version()
+        if current is None:
+            self.init()
+            return None, SCHEMA_VERSION
+        if current > SCHEMA_VERSION:
+            raise StoreError(
+                f"the database schema is version {current}, newer than this procflow "
+                f"({SCHEMA_VERSION}); upgrade procflow"
+            )
+        return current, SCHEMA_VERSION
+
+    def ensure_ready(self) -> None:
+        version = self.schema_version()
+        if version is None:
+            if self.path != ":memory:" and not Path(self.path).exists():
+                raise StoreError(f"no procflow database at {self.path}; run `procflow db init`")
+            self.init()
+        elif version != SCHEMA_VERSION:
+            self.upgrade()
+
+
+class Tx:
+    """Named queries. Every method is one or a few statements; none commits."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.c = conn
+
+    # --- meta and clock ---------------------------------------------------------------------
+
+    def meta_get(self, key: str) -> str | None:
+        row = self.c.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def meta_set(self, key: str, value: str) -> None:
+        self.c.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+            (key, value),
+        )
+
+    # --- definitions ------------------------------------------------------------------------
+
+    def version_by_hash(self, name: str, hash_: str) -> VersionRow | None:
+        row = self.c.execute(
+            "SELECT * FROM versions WHERE name=? AND hash=? ORDER BY version DESC LIMIT 1",
+            (name, hash_),
+        ).fetchone()
+        return VersionRow(*row) if row else None
+
+    def latest_version(self, name: str) -> VersionRow | None:
+        row = self.c.execute(
+            "SELECT v.* FROM versions v JOIN definitions d ON d.name=v.name AND d.latest=v.version "
+            "WHERE d.name=?",
+            (name,),
+        ).fetchone()
+        return VersionRow(*row) if row else None
+
+    def version(self, version_id: int) -> VersionRow:
+        row = self.c.execute("SELECT * FROM versions WHERE id=?", (version_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"definition version {version_id} is missing from the database")
+        return VersionRow(*row)
+
+    def insert_version(
+        self,
+        name: str,
+        dialect: str,
+        hash_: str,
+        file: str,
+        project_dir: str,
+        source: str,
+        now: int,
+    ) -> VersionRow:
+        row = self.c.execute("SELECT latest FROM definitions WHERE name=?", (name,)).fetchone()
+        number = (row[0] if row else 0) + 1
+        cur = self.c.execute(
+            "INSERT INTO versions(name, version, dialect, hash, file, project_dir, source, "
+            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (name, number, dialect, hash_, file, project_dir, source, now),
+        )
+        self.c.execute(
+            "INSERT INTO definitions(name, dialect, enabled, latest) VALUES (?, ?, 1, ?) "
+            "ON CONFLICT(name) DO UPDATE SET latest=excluded.latest",
+            (name, dialect, number),
+        )
+        assert cur.lastrowid is not None
+        return self.version(cur.lastrowid)
+
+    def definitions(self) -> list[tuple[str, str, bool, int]]:
+        rows = self.c.execute(
+            "SELECT name, dialect, enabled, latest FROM definitions ORDER BY name"
+        ).fetchall()
+        return [(r[0], r[1], bool(r[2]), r[3]) for r in rows]
+
+    def definition_enabled(self, name: str) -> bool | None:
+        row = self.c.execute("SELECT enabled FROM definitions WHERE name=?", (name,)).fetchone()
+        return None if row is None else bool(row[0])
+
+    def set_enabled(self, name: str, enabled: bool) -> bool:
+        cur = self.c.execute("UPDATE definitions SET enabled=? WHERE name=?", (int(enabled), name))
+        return cur.rowcount > 0
+
+    def versions_of(self, name: str) -> list[tuple[int, int, int]]:
+        """(version, created_at, active runs) per version."""
+        rows = self.c.execute(
+            "SELECT v.version, v.created_at, "
+            "(SELECT count(*) FROM runs r WHERE r.version_id=v.id AND r.status NOT IN "
+            "('completed','cancelled','aborted')) FROM versions v WHERE v.name=? "
+            "ORDER BY v.version",
+            (name,),
+        ).fetchall()
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def entities(self) -> dict[str, tuple[str, dict[str, Any]]]:
+        rows = self.c.execute("SELECT name, app, declaration FROM entities").fetchall()
+        return {r[0]: (r[1], json.loads(r[2])) for r in rows}
+
+    def put_entity(self, name: str, app: str, version_id: int, declaration: dict[str, Any]) -> None:
+        self.c.execute(
+            "INSERT INTO entities(name, app, version_id, declaration) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET app=excluded.app, version_id=excluded.version_id, "
+            "declaration=excluded.declaration",
+            (name, app, version_id, _dumps(declaration)),
+        )
+
+    def entity_version(self, name: str) -> int | None:
+        row = self.c.execute("SELECT version_id FROM entities WHERE name=?", (name,)).fetchone()
+        return None if row is None else int(row[0])
+
+    # --- records ----------------------------------------------------------------------------
+
+    def record(self, entity: str, id_: int) -> RecordRow | None:
+        row = self.c.execute(
+            "SELECT entity, id, data, owner, created_at, updated_at FROM records "
+            "WHERE entity=? AND id=?",
+            (entity, id_),
+        ).fetchone()
+        return None if row is None else RecordRow(row[0], row[1], json.loads(row[2]), *row[3:])
+
+    def records(self, entity: str, limit: int = 1000) -> list[RecordRow]:
+        rows = self.c.execute(
+            "SELECT entity, id, data, owner, created_at, updated_at FROM records "
+            "WHERE entity=? ORDER BY id LIMIT ?",
+            (entity, limit),
+        ).fetchall()
+        return [RecordRow(r[0], r[1], json.loads(r[2]), *r[3:]) for r in rows]
+
+    def record_exists(self, entity: str, id_: int) -> bool:
+        row = self.c.execute(
+            "SELECT 1 FROM records WHERE entity=? AND id=?", (entity, id_)
+        ).fetchone()
+        return row is not None
+
+    def next_record_id(self, entity: str) -> int:
+        row = self.c.execute("SELECT max(id) FROM records WHERE entity=?", (entity,)).fetchone()
+        return int(row[0] or 0) + 1
+
+    def insert_record(
+        self, entity: str, id_: int, data: dict[str, Any], owner: str | None, now: int
+    ) -> None:
+        self.c.execute(
+            "INSERT INTO records(entity, id, data, owner, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (entity, id_, _dumps(data), owner, now, now),
+        )
+
+    def upsert_seed(self, entity: str, id_: int, data: dict[str, Any], now: int) -> None:
+        self.c.execute(
+            "INSERT INTO records(entity, id, data, owner, created_at, updated_at) "
+            "VALUES (?, ?, ?, NULL, ?, ?) ON CONFLICT(entity, id) DO NOTHING",
+            (entity, id_, _dumps(data), now, now),
+        )
+
+    def update_record(self, entity: str, id_: int, data: dict[str, Any], now: int) -> None:
+        self.c.execute(
+            "UPDATE records SET data=?, updated_at=? WHERE entity=? AND id=?",
+            (_dumps(data), now, entity, id_),
+        )
+
+    def delete_record(self, entity: str, id_: int) -> None:
+        self.c.execute("DELETE FROM records WHERE entity=? AND id=?", (entity, id_))
+
+    # --- runs -------------------------------------------------------------------------------
+
+    def insert_run(self, run: RunRow) -> bool:
+        """False when ``start_key`` was already used (the process already ran for that record)."""
+        try:
+            self.c.execute(
+                "INSERT INTO runs(id, version_id, name, dialect, status, started_at, business_key, "
+                "record_entity, record_id, start_key, state, seq) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run.id, run.version_id, run.name, run.dialect, run.status, run.started_at,
+                    run.business_key, run.record_entity, run.record_id, run.start_key,
+                    _dumps(run.state), run.seq,
+                ),
+            )  # fmt: skip
+        except sqlite3.IntegrityError:
+            return False
+        return True
+
+    _RUN_COLS = (
+        "id, version_id, name, dialect, status, started_at, ended_at, business_key, "
+        "record_entity, record_id, start_key, state, output, error, seq"
+    )
+
+    @staticmethod
+    def _run(row: Sequence[Any]) -> RunRow:
+        return RunRow(
+            row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9],
+            row[10], json.loads(row[11]), _loads(row[12]), _loads(row[13]), row[14],
+        )  # fmt: skip
+
+    def run(self, run_id: str) -> RunRow | None:
+        row = self.c.execute(f"SELECT {self._RUN_COLS} FROM runs WHERE id=?", (run_id,)).fetchone()
+        return None if row is None else self._run(row)
+
+    def runs(self, status: str | None, name: str | None, limit: int = 1000) -> list[RunRow]:
+        sql = f"SELECT {self._RUN_COLS} FROM runs WHERE 1=1"
+        args: list[Any] = []
+        if status:
+            sql += " AND status=?"
+            args.append(status)
+        if name:
+            sql += " AND name=?"
+            args.append(name)
+        sql += " ORDER BY started_at, id LIMIT ?"
+        args.append(limit)
+        return [self._run(r) for r in self.c.execute(sql, args).fetchall()]
+
+    def runs_for_record(self, entity: str, id_: int) -> list[RunRow]:
+        rows = self.c.execute(
+            f"SELECT {self._RUN_COLS} FROM runs WHERE record_entity=? AND record_id=? "
+            "ORDER BY started_at, id",
+            (entity, id_),
+        ).fetchall()
+        return [self._run(r) for r in rows]
+
+    def active_runs_for_record(self, entity: str, id_: int) -> list[RunRow]:
+        return [r for r in self.runs_for_record(entity, id_) if r.status not in TERMINAL]
+
+    def save_run(self, run: RunRow, lease_until: int | None, owner: str | None) -> None:
+        self.c.execute(
+            "UPDATE runs SET status=?, ended_at=?, state=?, output=?, error=?, seq=?, "
+            "lease_owner=?, lease_until=? WHERE id=?",
+            (
+                run.status, run.ended_at, _dumps(run.state), _none_or_dumps(run.output),
+                _none_or_dumps(run.error), run.seq, owner, lease_until, run.id,
+            ),
+        )  # fmt: skip
+
+    def leases_held(self, run_ids: Iterable[str], owner: str, now: int) -> set[str]:
+        """The runs among ``run_ids`` whose lease ``owner`` still holds (and that still run)."""
+        ids = list(run_ids)
+        held: set[str] = set()
+        for chunk in _chunks(ids, 500):
+            marks = ",".join("?" * len(chunk))
+            rows = self.c.execute(
+                f"SELECT id FROM runs WHERE id IN ({marks}) AND lease_owner=? AND lease_until>=? "
+                "AND status IN ('running','waiting','failed')",
+                (*chunk, owner, now),
+            ).fetchall()
+            held.update(r[0] for r in rows)
+        return held
+
+    def claim_runs(self, owner: str, now: int, lease_until: int, limit: int) -> list[RunRow]:
+        rows = self.c.execute(
+            f"UPDATE runs SET lease_owner=?, lease_until=? WHERE id IN ("
+            "SELECT id FROM runs WHERE status='running' AND (lease_until IS NULL OR lease_until<?) "
+            f"LIMIT ?) RETURNING {self._RUN_COLS}",
+            (owner, lease_until, now, limit),
+        ).fetchall()
+        return [self._run(r) for r in rows]
+
+    def renew_leases(self, owner: str, run_ids: Iterable[str], lease_until: int) -> None:
+        for chunk in _chunks(list(run_ids), 500):
+            marks = ",".join("?" * len(chunk))
+            self.c.execute(
+                f"UPDATE runs SET lease_until=? WHERE lease_owner=? AND id IN ({marks})",
+                (lease_until, owner, *chunk),
+            )
+
+    def release_leases(self, owner: str, run_ids: Iterable[str]) -> None:
+        for chunk in _chunks(list(run_ids), 500):
+            marks = ",".join("?" * len(chunk))
+            self.c.execute(
+                f"UPDATE runs SET lease_owner=NULL, lease_until=NULL WHERE lease_owner=? "
+                f"AND id IN ({marks})",
+                (owner, *chunk),
+            )
+
+    def lease_of(self, run_id: str) -> tuple[str | None, int | None]:
+        row = self.c.execute(
+            "SELECT lease_owner, lease_until FROM runs WHERE id=?", (run_id,)
+        ).fetchone()
+        return (None, None) if row is None else (row[0], row[1])
+
+    # --- tokens -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _token(row: Sequence[Any]) -> TokenRow:
+        return TokenRow(
+            row[0], row[1], row[2], row[3], row[4], row[5], row[6], _loads(row[7]),
+            json.loads(row[8]),
+        )  # fmt: skip
+
+    def tokens(self, run_id: str) -> list[TokenRow]:
+        rows = self.c.execute(
+            "SELECT id, run_id, step, path, state, attempt, since, wait, data FROM tokens "
+            "WHERE run_id=? ORDER BY id",
+            (run_id,),
+        ).fetchall()
+        return [self._token(r) for r in rows]
+
+    def tokens_of_runs(self, run_ids: Sequence[str]) -> list[TokenRow]:
+        out: list[TokenRow] = []
+        for chunk in _chunks(list(run_ids), 500):
+            marks = ",".join("?" * len(chunk))
+            rows = self.c.execute(
+                "SELECT id, run_id, step, path, state, attempt, since, wait, data FROM tokens "
+                f"WHERE run_id IN ({marks}) ORDER BY id",
+                chunk,
+            ).fetchall()
+            out.extend(self._token(r) for r in rows)
+        return out
+
+    def insert_token(self, t: TokenRow) -> int:
+        cur = self.c.execute(
+            "INSERT INTO tokens(run_id, step, path, state, attempt, since, wait, data) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (t.run_id, t.step, t.path, t.state, t.attempt, t.since, _none_or_dumps(t.wait),
+             _dumps(t.data)),
+        )  # fmt: skip
+        assert cur.lastrowid is not None
+        t.id = cur.lastrowid
+        return t.id
+
+    def update_tokens(self, tokens: Sequence[TokenRow]) -> None:
+        self.c.executemany(
+            "UPDATE tokens SET step=?, path=?, state=?, attempt=?, since=?, wait=?, data=? "
+            "WHERE id=?",
+            [
+                (t.step, t.path, t.state, t.attempt, t.since, _none_or_dumps(t.wait),
+                 _dumps(t.data), t.id)
+                for t in tokens
+            ],
+        )  # fmt: skip
+
+    def delete_tokens(self, token_ids: Sequence[int]) -> None:
+        self.c.executemany("DELETE FROM tokens WHERE id=?", [(i,) for i in token_ids])
+
+    def delete_run_tokens(self, run_id: str) -> None:
+        self.c.execute("DELETE FROM tokens WHERE run_id=?", (run_id,))
+
+    # --- timers -----------------------------------------------------------------------------
+
+    def insert_timers(self, timers: Sequence[tuple[str, int, str, int]]) -> None:
+        """(run_id, token_id, kind, due_at) each."""
+        self.c.executemany(
+            "INSERT INTO timers(run_id, token_id, kind, due_at) VALUES (?, ?, ?, ?)", timers
+        )
+
+    def delete_timers_of_tokens(self, token_ids: Sequence[int]) -> None:
+        self.c.executemany("DELETE FROM timers WHERE token_id=?", [(i,) for i in token_ids])
+
+    def delete_run_timers(self, run_id: str) -> None:
+        self.c.execute("DELETE FROM timers WHERE run_id=?", (run_id,))
+
+    def due_timers_free(self, now: int, wall: int, limit: int) -> list[TimerRow]:
+        """Timers due by the engine clock ``now`` of runs no live worker holds (leases run on
+        the wall clock ``wall``, so a frozen virtual clock never freezes a lease), oldest first."""
+        rows = self.c.execute(
+            "SELECT t.id, t.run_id, t.token_id, t.kind, t.due_at FROM timers t "
+            "JOIN runs r ON r.id=t.run_id WHERE t.due_at<=? "
+            "AND (r.lease_owner IS NULL OR r.lease_until<?) ORDER BY t.due_at, t.id LIMIT ?",
+            (now, wall, limit),
+        ).fetchall()
+        return [TimerRow(*r) for r in rows]
+
+    def timers_of_run(self, run_id: str) -> list[TimerRow]:
+        rows = self.c.execute(
+            "SELECT id, run_id, token_id, kind, due_at FROM timers WHERE run_id=? ORDER BY due_at",
+            (run_id,),
+        ).fetchall()
+        return [TimerRow(*r) for r in rows]
+
+    def delete_timer(self, timer_id: int) -> None:
+        self.c.execute("DELETE FROM timers WHERE id=?", (timer_id,))
+
+    def next_due(self) -> int | None:
+        row = self.c.execute("SELECT min(due_at) FROM timers").fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    def has_ready_runs(self, now: int) -> bool:
+        row = self.c.execute(
+            "SELECT 1 FROM runs WHERE status='running' AND (lease_until IS NULL OR lease_until<?) "
+            "LIMIT 1",
+            (now,),
+        ).fetchone()
+        return row is not None
+
+    # --- history ----------------------------------------------------------------------------
+
+    def append_history(self, run_id: str, entries: Sequence[HistoryRow]) -> None:
+        self.c.executemany(
+            "INSERT INTO history(run_id, seq, at, type, step, path, attempt, data) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (run_id, h.seq, h.at, h.type, h.step, h.path, h.attempt, _none_or_dumps(h.data))
+                for h in entries
+            ],
+        )
+
+    def append_history_many(self, rows: Sequence[tuple[str, HistoryRow]]) -> None:
+        self.c.executemany(
+            "INSERT INTO history(run_id, seq, at, type, step, path, attempt, data) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (run_id, h.seq, h.at, h.type, h.step, h.path, h.attempt, _none_or_dumps(h.data))
+                for run_id, h in rows
+            ],
+        )
+
+    def history(self, run_id: str) -> list[HistoryRow]:
+        rows = self.c.execute(
+            "SELECT seq, at, type, step, path, attempt, data FROM history WHERE run_id=? "
+            "ORDER BY seq",
+            (run_id,),
+        ).fetchall()
+        return [HistoryRow(r[0], r[1], r[2], r[3], r[4], r[5], _loads(r[6])) for r in rows]
+
+    # --- vars -------------------------------------------------------------------------------
+
+    def vars(self, run_id: str) -> dict[str, bytes]:
+        rows = self.c.execute("SELECT name, value FROM vars WHERE run_id=?", (run_id,)).fetchall()
+        return {r[0]: bytes(r[1]) for r in rows}
+
+    def set_var(self, run_id: str, name: str, blob: bytes) -> None:
+        self.c.execute(
+            "INSERT INTO vars(run_id, name, value) VALUES (?, ?, ?) "
+            "ON CONFLICT(run_id, name) DO UPDATE SET value=excluded.value",
+            (run_id, name, blob),
+        )
+
+    def clear_var(self, run_id: str, name: str) -> None:
+        self.c.execute("DELETE FROM vars WHERE run_id=? AND name=?", (run_id, name))
+
+    def clear_vars(self, run_id: str) -> list[str]:
+        names = [r[0] for r in self.c.execute("SELECT name FROM vars WHERE run_id=?", (run_id,))]
+        self.c.execute("DELETE FROM vars WHERE run_id=?", (run_id,))
+        return names
+
+    # --- outbox -----------------------------------------------------------------------------
+
+    def add_outbox(
+        self,
+        channel: str,
+        recipient: str,
+        subject: str | None,
+        body: str | None,
+        run_id: str | None,
+        step: str | None,
+        now: int,
+    ) -> int:
+        cur = self.c.execute(
+            "INSERT INTO outbox(channel, recipient, subject, body, run_id, step, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (channel, recipient, subject, body, run_id, step, now),
+        )
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    def outbox(self) -> list[OutboxRow]:
+        rows = self.c.execute(
+            "SELECT id, channel, recipient, subject, body, run_id, step, created_at FROM outbox "
+            "ORDER BY id"
+        ).fetchall()
+        return [OutboxRow(*r) for r in rows]
+
+
+def _none_or_dumps(value: Any) -> str | None:
+    return None if value is None else _dumps(value)
+
+
+def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
