@@ -14,9 +14,23 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
+DEMO_DB := sqlite:///.demo/demo.db
+
+# The main job: three tenants through examples/provisioning on a virtual clock (seconds, not
+# minutes): one clean, one flaky that recovers by retry, one refused that lands in Failed.
 demo: $(STAMP)
 	$(BIN)/procflow validate examples
-	$(BIN)/procflow graph examples/provisioning/app.intent
+	rm -rf .demo && mkdir -p .demo
+	$(BIN)/procflow db init --virtual-clock --db $(DEMO_DB)
+	@echo "== tenant 'acme': clean"
+	$(BIN)/procflow run examples/provisioning/app.intent --db $(DEMO_DB) --wait --record '{"title": "acme"}'
+	@echo "== tenant 'globex flaky-2': the schema service fails twice, retry recovers"
+	$(BIN)/procflow run examples/provisioning/app.intent --db $(DEMO_DB) --wait --record '{"title": "globex flaky-2"}'
+	@echo "== tenant 'initech refused': the app refuses, retries run out, onError records it"
+	$(BIN)/procflow run examples/provisioning/app.intent --db $(DEMO_DB) --wait --record '{"title": "initech refused"}'
+	@echo "== the tenants' records afterwards (ProvisioningStatus 1 = Requested, 3 = Failed)"
+	$(BIN)/procflow records list TenantApplication --db $(DEMO_DB)
+	$(BIN)/procflow clock show --db $(DEMO_DB)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
@@ -34,4 +48,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/validate_large.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .demo

@@ -10,11 +10,15 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from procflow.errors import DefinitionError, ProcflowError, UsageError
+from procflow.store.store import DEFAULT_URL
+
+if TYPE_CHECKING:
+    from procflow.runtime.engine import Engine
 
 EXIT_OK, EXIT_BAD, EXIT_USAGE, EXIT_ABORTED = 0, 1, 2, 3
 
@@ -96,6 +100,436 @@ def graph(path: str, name: str | None, fmt: str) -> None:
     from procflow.model.validate import compile_file
 
     click.echo(graphs.draw(compile_file(path), name, fmt))
+
+
+# --- the runtime ---------------------------------------------------------------------------
+
+db_option = click.option(
+    "--db",
+    "db_url",
+    envvar="PROCFLOW_DATABASE_URL",
+    default=DEFAULT_URL,
+    show_default=True,
+    show_envvar=True,
+    help="The store.",
+)
+project_option = click.option(
+    "--project",
+    "project_dir",
+    envvar="PROCFLOW_PROJECT",
+    show_envvar=True,
+    help="Where delegates and connectors live (default: the deployed file's folder).",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+def _engine(db_url: str, project_dir: str | None = None, **kwargs: Any) -> Engine:
+    from procflow.runtime.engine import Engine
+
+    return Engine(db_url, project_dir=project_dir, **kwargs)
+
+
+def _json_arg(text: str | None, what: str) -> dict[str, Any]:
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{what} is not valid JSON: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(value, dict):
+        raise UsageError(f'{what} must be a JSON object, like \'{{"title": "acme"}}\'')
+    return value
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+@cli.group()
+def db() -> None:
+    """Create or migrate the store."""
+
+
+@db.command("init")
+@db_option
+@click.option("--virtual-clock", is_flag=True, help="Keep time in the store (tests, demos).")
+def db_init(db_url: str, virtual_clock: bool) -> None:
+    """Create the store's schema."""
+    from procflow.runtime.engine import VIRTUAL_EPOCH, from_iso
+    from procflow.store.store import Store
+
+    store = Store(db_url)
+    try:
+        created = store.init(virtual_clock=virtual_clock, now=from_iso(VIRTUAL_EPOCH))
+    finally:
+        store.close()
+    if not created:
+        raise Failure(f"{db_url} already holds a procflow store; nothing changed", EXIT_USAGE)
+    clock = f"virtual clock at {VIRTUAL_EPOCH}" if virtual_clock else "system clock"
+    click.echo(f"created {db_url} ({clock})")
+
+
+@db.command("upgrade")
+@db_option
+def db_upgrade(db_url: str) -> None:
+    """Migrate the store to this version's schema."""
+    from procflow.store.store import Store
+
+    store = Store(db_url)
+    try:
+        before, after = store.upgrade()
+    finally:
+        store.close()
+    click.echo(
+        f"schema version {before} → {after}" if before != after else f"schema is current ({after})"
+    )
+
+
+@cli.command("deploy")
+@click.argument("paths", nargs=-1, required=True)
+@db_option
+@project_option
+def deploy_cmd(paths: tuple[str, ...], db_url: str, project_dir: str | None) -> None:
+    """Validate files and store new versions of their definitions."""
+    engine = _engine(db_url, project_dir)
+    for path in paths:
+        for d in engine.deploy(path):
+            note = "" if d.created else " (unchanged)"
+            click.echo(f"{d.name} → version {d.version}{note}")
+
+
+@cli.command("run")
+@click.argument("path")
+@click.option("--record", "record_json", help="The trigger record to create, as JSON.")
+@click.option("--process", "process_name", help="Which process (default: the only triggered one).")
+@click.option("--wait", is_flag=True, help="Keep working until the run ends.")
+@db_option
+@project_option
+@json_option
+def run_cmd(
+    path: str,
+    record_json: str | None,
+    process_name: str | None,
+    wait: bool,
+    db_url: str,
+    project_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Deploy PATH, start one run, work until it ends (or only waits on the future)."""
+    from procflow.runtime.oneshot import run_once
+
+    engine = _engine(db_url, project_dir)
+    data = _json_arg(record_json, "--record")
+    shown = run_once(engine, path, data, process_name, wait=wait)
+    if as_json:
+        _echo_json(shown)
+    else:
+        _print_run(shown)
+    status = shown["status"]
+    if status == "failed":
+        raise Failure("", EXIT_BAD)
+    if status in ("cancelled", "aborted"):
+        raise Failure("", EXIT_ABORTED)
+
+
+@cli.command("start")
+@click.argument("name")
+@click.option("--record", "record_ref", required=True, help="ENTITY:ID of the record.")
+@db_option
+@project_option
+def start_cmd(name: str, record_ref: str, db_url: str, project_dir: str | None) -> None:
+    """Start a run of a deployed trigger-less process for a record; print its id."""
+    entity, _, id_text = record_ref.partition(":")
+    if not entity or not id_text.isdigit():
+        raise UsageError(f"--record [{record_ref}] must be ENTITY:ID, like TenantApplication:1")
+    engine = _engine(db_url, project_dir)
+    click.echo(engine.start(name, record=(entity, int(id_text))))
+
+
+@cli.group()
+def records() -> None:
+    """Entity records (a write fires its lifecycle event)."""
+
+
+def _record_id(id_text: str | None) -> int:
+    if id_text is None or not id_text.isdigit():
+        raise UsageError(f"a record id must be a whole number, got [{id_text}]")
+    return int(id_text)
+
+
+@records.command("create")
+@click.argument("entity")
+@click.option("--data", required=True, help="The record's fields as JSON.")
+@click.option("--as", "user", help="The creating user (the record's owner).")
+@db_option
+@project_option
+@json_option
+def records_create(
+    entity: str, data: str, user: str | None, db_url: str, project_dir: str | None, as_json: bool
+) -> None:
+    record = _engine(db_url, project_dir).create_record(
+        entity, _json_arg(data, "--data"), user=user
+    )
+    _echo_json(record) if as_json else click.echo(f"created {entity} {record_summary(record)}")
+
+
+@records.command("update")
+@click.argument("entity")
+@click.argument("id_text", metavar="ID")
+@click.option("--data", required=True, help="The fields to change, as JSON.")
+@db_option
+@project_option
+@json_option
+def records_update(
+    entity: str, id_text: str, data: str, db_url: str, project_dir: str | None, as_json: bool
+) -> None:
+    engine = _engine(db_url, project_dir)
+    record = engine.update_record(entity, _record_id(id_text), _json_arg(data, "--data"))
+    _echo_json(record) if as_json else click.echo(f"updated {entity} {record_summary(record)}")
+
+
+@records.command("delete")
+@click.argument("entity")
+@click.argument("id_text", metavar="ID")
+@db_option
+@project_option
+def records_delete(entity: str, id_text: str, db_url: str, project_dir: str | None) -> None:
+    _engine(db_url, project_dir).delete_record(entity, _record_id(id_text))
+    click.echo(f"deleted {entity} {id_text}")
+
+
+@records.command("get")
+@click.argument("entity")
+@click.argument("id_text", metavar="ID")
+@db_option
+@json_option
+def records_get(entity: str, id_text: str, db_url: str, as_json: bool) -> None:
+    record = _engine(db_url).get_record(entity, _record_id(id_text))
+    _echo_json(record) if as_json else click.echo(record_summary(record))
+
+
+@records.command("list")
+@click.argument("entity")
+@db_option
+@json_option
+def records_list(entity: str, db_url: str, as_json: bool) -> None:
+    rows = _engine(db_url).list_records(entity)
+    if as_json:
+        _echo_json(rows)
+    else:
+        for record in rows:
+            click.echo(record_summary(record))
+
+
+def record_summary(record: dict[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False)
+
+
+@cli.group()
+def runs() -> None:
+    """List, show, cancel and retry runs."""
+
+
+@runs.command("list")
+@click.option("--status", help="Only runs with this status.")
+@click.option("--name", help="Only runs of this definition.")
+@db_option
+@json_option
+def runs_list(status: str | None, name: str | None, db_url: str, as_json: bool) -> None:
+    from procflow.runtime.views import run_summary_json
+
+    rows = [run_summary_json(r) for r in _engine(db_url).list_runs(status, name)]
+    if as_json:
+        _echo_json(rows)
+        return
+    for r in rows:
+        click.echo(
+            f"{r['id']}  {r['name']:<24} {r['status']:<10} key={r['business_key']}  "
+            f"started {r['started_at']}"
+        )
+
+
+@runs.command("show")
+@click.argument("run_id")
+@click.option("--history", "history", type=int, help="Keep the last N history entries.")
+@db_option
+@json_option
+def runs_show(run_id: str, history: int | None, db_url: str, as_json: bool) -> None:
+    shown = _engine(db_url).show(run_id, history)
+    _echo_json(shown) if as_json else _print_run(shown, with_history=True)
+
+
+@runs.command("cancel")
+@click.argument("run_id")
+@db_option
+def runs_cancel(run_id: str, db_url: str) -> None:
+    _engine(db_url).cancel(run_id)
+    click.echo(f"cancelled {run_id}")
+
+
+@runs.command("retry")
+@click.argument("run_id")
+@db_option
+def runs_retry(run_id: str, db_url: str) -> None:
+    _engine(db_url).retry(run_id)
+    click.echo(f"retrying {run_id}: its failed step runs again with a fresh retry budget")
+
+
+def _trail(history: list[dict[str, Any]]) -> str:
+    """The path a run took, from its history: ``a → b (3 attempts) → c (failed: …)``."""
+    parts = []
+    for h in history:
+        if h["type"] == "step.completed":
+            tries = f" ({h['attempt']} attempts)" if h.get("attempt", 1) > 1 else ""
+            parts.append(f"{h['step']}{tries}")
+        elif h["type"] == "step.failed":
+            parts.append(f"{h['step']} (failed after {h.get('attempt', 1)}: {h.get('message')})")
+    return " → ".join(parts)
+
+
+def _print_run(shown: dict[str, Any], with_history: bool = False) -> None:
+    click.echo(f"run {shown['id']}  {shown['name']} v{shown['version']}  {shown['status']}")
+    if shown.get("record"):
+        click.echo(f"  record   {shown['record']['entity']} {shown['record']['id']}")
+    click.echo(f"  started  {shown['started_at']}" + (
+        f"   ended {shown['ended_at']}" if shown["ended_at"] else ""))  # fmt: skip
+    for token in shown["tokens"]:
+        wait = token.get("waiting_for")
+        if wait:
+            detail = ", ".join(f"{k}={v}" for k, v in wait.items() if k != "kind")
+            click.echo(f"  waiting  {token['step']}: {wait['kind']} ({detail})")
+        elif token["state"] != "ready":
+            click.echo(f"  token    {token['step']}: {token['state']}")
+    trail = _trail(shown["history"])
+    if trail:
+        click.echo(f"  steps    {trail}")
+    if shown["error"]:
+        click.echo(f"  error    step [{shown['error']['step']}]: {shown['error']['message']}")
+    if shown["output"] is not None:
+        click.echo(f"  output   {json.dumps(shown['output'])}")
+    for name, var in shown["vars"].items():
+        click.echo(f"  var      {name}: {'set (***)' if var['set'] else 'not set'}")
+    if with_history:
+        for h in shown["history"]:
+            extra = {k: v for k, v in h.items() if k not in ("seq", "at", "type", "step", "path")}
+            where = f" {h['step']}" if "step" in h else ""
+            more = f" {json.dumps(extra, ensure_ascii=False)}" if extra else ""
+            click.echo(f"  {h['seq']:>4} {h['at']} {h['type']}{where}{more}")
+
+
+@cli.group()
+def definitions() -> None:
+    """Deployed definitions and their versions."""
+
+
+@definitions.command("list")
+@db_option
+@json_option
+def definitions_list(db_url: str, as_json: bool) -> None:
+    engine = _engine(db_url)
+    reader = engine.store.read()
+    rows: list[dict[str, Any]] = []
+    for name, dialect, enabled, latest in reader.definitions():
+        versions = [
+            {"version": v, "active_runs": active} for v, _, active in reader.versions_of(name)
+        ]
+        rows.append(
+            {"name": name, "dialect": dialect, "enabled": enabled, "latest": latest,
+             "versions": versions}
+        )  # fmt: skip
+    if as_json:
+        _echo_json(rows)
+        return
+    for r in rows:
+        active = ", ".join(f"v{v['version']}: {v['active_runs']} active" for v in r["versions"])
+        state = "" if r["enabled"] else "  (disabled)"
+        click.echo(f"{r['name']:<28} {r['dialect']:<7} latest v{r['latest']}  [{active}]{state}")
+
+
+@definitions.command("disable")
+@click.argument("name")
+@db_option
+def definitions_disable(name: str, db_url: str) -> None:
+    _engine(db_url).disable(name)
+    click.echo(f"disabled {name}: no new runs; running ones continue")
+
+
+@definitions.command("enable")
+@click.argument("name")
+@db_option
+def definitions_enable(name: str, db_url: str) -> None:
+    _engine(db_url).disable(name, enabled=True)
+    click.echo(f"enabled {name}")
+
+
+@cli.command("worker")
+@click.option("--until-idle", is_flag=True, help="Exit once nothing is due now.")
+@click.option("--id", "worker_id", help="This worker's id (default: host:pid).")
+@click.option("--concurrency", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Runs advanced at once (several processes scale further).")  # fmt: skip
+@db_option
+@project_option
+def worker_cmd(
+    until_idle: bool, worker_id: str | None, concurrency: int, db_url: str, project_dir: str | None
+) -> None:
+    """Advance runs: claim due work, run it, commit; sleep until the next due time."""
+    from procflow.runtime.worker import run_worker
+
+    count = run_worker(
+        db_url, project_dir, worker_id, until_idle=until_idle, concurrency=concurrency
+    )
+    click.echo(f"worker stopped after {count} transitions", err=True)
+
+
+@cli.group()
+def clock() -> None:
+    """Show or move a virtual clock (stores created with --virtual-clock)."""
+
+
+@clock.command("show")
+@db_option
+def clock_show(db_url: str) -> None:
+    from procflow.runtime.clock import iso
+
+    engine = _engine(db_url)
+    kind = "virtual" if engine.is_virtual else "system"
+    click.echo(f"{iso(engine.now())} ({kind} clock)")
+
+
+@clock.command("advance")
+@click.argument("duration")
+@db_option
+@project_option
+def clock_advance(duration: str, db_url: str, project_dir: str | None) -> None:
+    """Step through every due time up to now + DURATION, running what is due at each."""
+    from procflow.errors import DurationError
+    from procflow.runtime.clock import iso
+
+    engine = _engine(db_url, project_dir)
+    try:
+        engine.advance(duration)
+    except DurationError as exc:
+        raise UsageError(str(exc)) from None
+    click.echo(f"clock at {iso(engine.now())}")
+
+
+@clock.command("set")
+@click.argument("timestamp")
+@db_option
+@project_option
+def clock_set(timestamp: str, db_url: str, project_dir: str | None) -> None:
+    """Move forward to TIMESTAMP the same way."""
+    from procflow.errors import ExprError
+    from procflow.runtime.clock import iso
+    from procflow.runtime.engine import from_iso
+
+    engine = _engine(db_url, project_dir)
+    try:
+        target = from_iso(timestamp)
+    except ExprError as exc:
+        raise UsageError(f"[{timestamp}] is not an ISO-8601 timestamp with a zone: {exc}") from None
+    engine.set_clock(target)
+    click.echo(f"clock at {iso(engine.now())}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -222,7 +222,9 @@ class _FlowCompiler:
             return None
         if decl.type != "object":
             self.r.error(
-                node.pos, ctx, f"as [{name}] must name an object input, but it is {a_type(decl.type)}"
+                node.pos,
+                ctx,
+                f"as [{name}] must name an object input, but it is {a_type(decl.type)}",
             )
         for other in inputs.values():
             if other.name != name and not other.has_default:

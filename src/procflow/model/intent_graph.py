@@ -34,6 +34,7 @@ class StepNode:
     falls_through: bool = False  # continues with the next declared step when not routed
     error_value: Pos | None = None  # where a ``{error}`` value is written
     action: str | None = None  # a service task's or script's action (setField, delegate, ...)
+    action_read: Pos | None = None  # where a decision reads ``action`` (a user task's outcome)
 
     @property
     def is_cleanup_action(self) -> bool:
@@ -117,6 +118,7 @@ def analyse(graph: Graph, abort: AbortRoute | None, reader: Reader) -> None:
         if step.name not in reached:
             reader.warning(step.pos, step.context, "no route reaches this step, so it never runs")
     _check_error_values(graph, start, cleanup, reader)
+    _check_action_reads(graph, start, reader)
 
 
 def _check_error_values(graph: Graph, start: str, cleanup: str | None, reader: Reader) -> None:
@@ -146,4 +148,37 @@ def _check_error_values(graph: Graph, start: str, cleanup: str | None, reader: R
                 step.error_value,
                 step.context,
                 "{error} is set only by a failure, but no onError route leads to this step",
+            )
+
+
+def _check_action_reads(graph: Graph, start: str, reader: Reader) -> None:
+    """A decision reading ``action`` must come after a completed user task on every path.
+
+    ``action`` is the action that completed the most recent user task on the path; on a path
+    without one it would be silently null. A user task's ``next`` (or falling through) is taken on
+    completion; its ``timeout``/``expire`` routes are not, so they carry no action of that task.
+    """
+    users = [s for s in graph.steps if s.action_read is not None]
+    if not users:
+        return
+    parents: dict[str, str | None] = {start: None}
+    queue: deque[str] = deque([start])
+    while queue:
+        step = graph.by_name[queue.popleft()]
+        sorts: Collection[EdgeSort] = (
+            frozenset({"timer"}) if step.kind == "userTask" else ALL_SORTS
+        )
+        for nxt in graph.successors(step, sorts):
+            if nxt not in parents:
+                parents[nxt] = step.name
+                queue.append(nxt)
+    for step in users:
+        assert step.action_read is not None
+        if step.name in parents:
+            reader.error(
+                step.action_read,
+                step.context,
+                "[action] would be empty here: no userTask is completed before this step on the "
+                f"path {path_to(parents, step.name)}; action is the action that completed the "
+                "most recent userTask",
             )

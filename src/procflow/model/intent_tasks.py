@@ -303,7 +303,12 @@ def decision_step(args: YMap, proc: Proc, step: StepNode, here: str | None) -> I
     if text is not None and isinstance(if_node, YScalar):
         expr = parse_expr(if_node, text, context, "if", reader)
         if expr is not None:
-            check_condition(expr, if_node, proc.record(action=True), proc, context, "if")
+            record = proc.record(action=True)
+            check_condition(expr, if_node, record, proc, context, "if")
+            if record is None or record.entity.field(ACTION) is None:
+                reads = [r for r in root_paths(expr) if r.root == ACTION]
+                if reads:
+                    step.action_read = at(if_node, reads[0].offset)
     then_node = reader.require(args, "then", context, "the step taken when true")
     then = proc.route(then_node, context, "then", here)
     if then_node is None:

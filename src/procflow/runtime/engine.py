@@ -28,6 +28,7 @@ from procflow.runtime.intent import RunCtx, advance, eval_context
 from procflow.runtime.records import new_record, patch_record, record_json
 from procflow.runtime.secrets import Masker, VarCipher, load_cipher
 from procflow.runtime.transition import Transition
+from procflow.runtime.views import declared_vars, run_json
 from procflow.store.rows import HistoryRow, RunRow, TokenRow, VersionRow
 from procflow.store.store import DEFAULT_URL, Store, Tx
 
@@ -366,6 +367,22 @@ class Engine:
             tx.append_history(run.id, [HistoryRow(run.seq, now, "run.retried", step, step)])
             tx.save_run(run, None, None)
 
+    def show(self, run_id: str, history: int | None = None) -> dict[str, Any]:
+        """``runs show --json``: the run, its tokens and why they wait, vars masked, history."""
+        reader = self.store.read()
+        run = reader.run(run_id)
+        if run is None:
+            raise NotFoundError(f"no run with id [{run_id}]")
+        compiled = self.compiled(run.version_id)
+        names = declared_vars(compiled.definition, run.name)
+        return run_json(reader, run_id, compiled.version.version, names, history)
+
+    def list_runs(self, status: str | None = None, name: str | None = None) -> list[RunRow]:
+        return self.store.read().runs(status, name)
+
+    def runs_for_record(self, entity: str, id_: int) -> list[RunRow]:
+        return self.store.read().runs_for_record(entity, id_)
+
     def disable(self, name: str, enabled: bool = False) -> None:
         with self.store.tx() as tx:
             if not tx.set_enabled(name, enabled):
@@ -381,7 +398,7 @@ class Engine:
         """
         total = 0
         while stop is None or not stop.is_set():
-            done = self.work_batch()
+            done = self.work_batch(stop)
             total += done
             if done:
                 continue
@@ -400,7 +417,7 @@ class Engine:
         else:
             time.sleep(wait)
 
-    def work_batch(self) -> int:
+    def work_batch(self, stop: threading.Event | None = None) -> int:
         """Claim a batch and run it until every run in it waits or ends; returns transitions."""
         virtual = self.is_virtual
         now = self.now()
@@ -421,6 +438,9 @@ class Engine:
         count = fired
         try:
             while active:
+                if stop is not None and stop.is_set():
+                    self._hand_back([rc.run.id for rc in active])
+                    break
                 step_now = now if virtual else system_now()
                 batch = []
                 for rc in active:
@@ -436,6 +456,11 @@ class Engine:
             with self._held_lock:
                 self._held.difference_update(r.id for r in claimed)
         return count
+
+    def _hand_back(self, run_ids: list[str]) -> None:
+        """Graceful stop: release leases now so another worker need not wait for expiry."""
+        with self.store.tx() as tx:
+            tx.release_leases(self.worker_id, run_ids)
 
     def _run_ctx(self, run: RunRow, tokens: dict[int, TokenRow]) -> RunCtx:
         compiled, process = self.process(run.version_id, run.name)

@@ -211,6 +211,14 @@ VALID = [
         ),
     ),
     case(
+        "decision-action-after-usertask-and-its-timer-path",
+        process(
+            "{ name: t, kind: userTask, args: { assignee: x, timeout: { after: P1D, then: r } } }",
+            "{ name: d, kind: decision, args: { if: \"action == 'ok'\", then: end } }",
+            svc("r", "notify: { to: a@b.c, subject: late }, next: end"),
+        ),
+    ),
+    case(
         "decision-boolean-field",
         process("{ name: d, kind: decision, args: { if: urgent, then: end } }", OK),
     ),
@@ -959,11 +967,37 @@ DECISION = [
     case(
         "decision-without-trigger",
         process(
+            "{ name: t, kind: userTask, args: { assignee: x } }",
             "{ name: d, kind: decision, args: { if: \"urgent or action == 'x'\", then: end } }",
             OK,
             head="",
         ),
         "step [d]: if [urgent] reads the trigger record, but the process has no trigger",
+    ),
+    case(
+        "decision-action-before-any-usertask",
+        process(
+            "{ name: d, kind: decision, args: { if: \"action == 'approve'\", then: end } }",
+            "{ name: t, kind: userTask, args: { assignee: x } }",
+        ),
+        f"t.intent:45:47: error: process [P] step [d]: [action] would be empty here: no userTask is completed before this step on the path d; action is the action that completed the most recent userTask ({P}.steps[0].args.if)",
+    ),
+    case(
+        "decision-action-on-a-timeout-path",
+        process(
+            "{ name: t, kind: userTask, args: { assignee: x, timeout: { after: P1D, then: d }, next: end } }",
+            "{ name: d, kind: decision, args: { if: \"urgent and action == 'ok'\", then: end } }",
+        ),
+        "step [d]: [action] would be empty here: no userTask is completed before this step on the path t → d",
+    ),
+    case(
+        "decision-action-after-a-usertask-on-one-branch-only",
+        process(
+            "{ name: c, kind: decision, args: { if: urgent, then: d } }",
+            "{ name: t, kind: userTask, args: { assignee: x } }",
+            "{ name: d, kind: decision, args: { if: \"action == 'ok'\", then: end } }",
+        ),
+        "step [d]: [action] would be empty here: no userTask is completed before this step on the path c → d",
     ),
 ]
 

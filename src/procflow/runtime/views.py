@@ -1,0 +1,118 @@
+"""What runs look like from outside: the stable JSON shapes of interfaces.md, and summaries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from procflow.errors import NotFoundError
+from procflow.model.ir import Application
+from procflow.runtime.clock import iso
+from procflow.store.rows import HistoryRow, RunRow, TokenRow
+from procflow.store.store import Tx
+
+_TIME_KEYS = ("due", "timeout_at")
+
+
+def waiting_for(token: TokenRow) -> dict[str, Any] | None:
+    if token.state != "waiting" or token.wait is None:
+        return None
+    out = dict(token.wait)
+    for key in _TIME_KEYS:
+        if isinstance(out.get(key), int):
+            out[key] = iso(out[key])
+    return out
+
+
+def token_json(token: TokenRow) -> dict[str, Any]:
+    out: dict[str, Any] = {"step": token.step, "state": token.state}
+    if token.path != token.step:
+        out["path"] = token.path
+    wait = waiting_for(token)
+    if wait is not None:
+        out["waiting_for"] = wait
+        out["since"] = iso(token.since)
+    return out
+
+
+def history_json(entry: HistoryRow) -> dict[str, Any]:
+    out: dict[str, Any] = {"seq": entry.seq, "at": iso(entry.at), "type": entry.type}
+    if entry.step is not None:
+        out["step"] = entry.step
+        out["path"] = entry.path
+        if entry.attempt is not None:
+            out["attempt"] = entry.attempt
+    if entry.data:
+        out.update(entry.data)
+    return out
+
+
+def run_summary_json(run: RunRow) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "name": run.name,
+        "dialect": run.dialect,
+        "status": run.status,
+        "started_at": iso(run.started_at),
+        "ended_at": iso(run.ended_at),
+        "business_key": run.business_key,
+    }
+
+
+def run_json(
+    tx: Tx,
+    run_id: str,
+    version: int,
+    declared_vars: list[str],
+    history_limit: int | None = None,
+) -> dict[str, Any]:
+    run = tx.run(run_id)
+    if run is None:
+        raise NotFoundError(f"no run with id [{run_id}]")
+    stored = tx.vars(run_id)
+    history = tx.history(run_id)
+    if history_limit is not None:
+        history = history[-history_limit:] if history_limit > 0 else []
+    out = run_summary_json(run)
+    out["version"] = version
+    out = (
+        {k: out[k] for k in ("id", "name", "dialect")}
+        | {"version": version}
+        | {k: out[k] for k in ("status", "started_at", "ended_at", "business_key")}
+    )
+    out["record"] = (
+        {"entity": run.record_entity, "id": run.record_id} if run.record_entity else None
+    )
+    out["tokens"] = [token_json(t) for t in tx.tokens(run_id)]
+    out["bindings"] = run.state.get("bindings", {}) if run.dialect == "flow" else {}
+    # A var's value never leaves the store: only whether it is set.
+    out["vars"] = {
+        name: {"set": True, "value": "***"} if name in stored else {"set": False, "value": None}
+        for name in declared_vars
+    }
+    out["output"] = run.output
+    out["error"] = run.error
+    out["history"] = [history_json(h) for h in history]
+    return out
+
+
+def declared_vars(definition: Any, name: str) -> list[str]:
+    if isinstance(definition, Application):
+        for process in definition.processes:
+            if process.name == name:
+                return [v.name for v in process.vars]
+    return []
+
+
+def why_waiting(token: TokenRow) -> str:
+    wait = waiting_for(token)
+    if wait is None:
+        return f"{token.step}: {token.state}"
+    kind = wait.get("kind")
+    if kind == "retry":
+        return (
+            f"{token.step}: retry {wait['attempt']} of {wait['of']} due {wait['due']} "
+            f"(last error: {wait['last_error']})"
+        )
+    if kind == "timer":
+        return f"{token.step}: timer due {wait['due']}"
+    return f"{token.step}: waiting for {kind}"

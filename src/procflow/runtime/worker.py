@@ -1,0 +1,56 @@
+"""``procflow worker``: a process that advances runs until stopped (SIGTERM/SIGINT)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+
+from procflow.runtime.engine import Engine
+
+
+def run_worker(
+    db_url: str,
+    project_dir: str | None,
+    worker_id: str | None,
+    *,
+    until_idle: bool,
+    concurrency: int = 1,
+) -> int:
+    """Work with ``concurrency`` threads (each its own connection and worker id)."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()  # finish the attempt in flight, hand the rest back, exit
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    totals: list[int] = []
+    try:
+        engines = [
+            Engine(
+                db_url,
+                project_dir=project_dir,
+                worker_id=(f"{worker_id}/{i}" if worker_id and concurrency > 1 else worker_id),
+            )
+            for i in range(concurrency)
+        ]
+        beats = [e.heartbeat(stop) for e in engines]
+
+        def loop(engine: Engine) -> None:
+            totals.append(engine.work(until_idle=until_idle, stop=stop))
+
+        threads = [threading.Thread(target=loop, args=(e,)) for e in engines[1:]]
+        for t in threads:
+            t.start()
+        loop(engines[0])
+        for t in threads:
+            t.join()
+        stop.set()
+        for b in beats:
+            b.join(timeout=1)
+        for e in engines:
+            e.close()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return sum(totals)
