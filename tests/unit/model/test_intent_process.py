@@ -980,7 +980,7 @@ DECISION = [
             "{ name: d, kind: decision, args: { if: \"action == 'approve'\", then: end } }",
             "{ name: t, kind: userTask, args: { assignee: x } }",
         ),
-        f"t.intent:45:47: error: process [P] step [d]: [action] would be empty here: no userTask is completed before this step on the path d; action is the action that completed the most recent userTask ({P}.steps[0].args.if)",
+        f"t.intent:45:49: error: process [P] step [d]: [action] would be empty here: no userTask is completed before this step on the path d; action is the action that completed the most recent userTask ({P}.steps[0].args.if)",
     ),
     case(
         "decision-action-on-a-timeout-path",
