@@ -2,7 +2,27 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from procflow.errors import NonRetryableError, ProcflowError
 
-__all__ = ["NonRetryableError", "ProcflowError"]
+if TYPE_CHECKING:
+    from procflow.api import Engine
+    from procflow.runtime.context import StepContext
+
+__all__ = ["Engine", "NonRetryableError", "ProcflowError", "StepContext"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: `procflow --help` and delegates importing NonRetryableError should not pay for
+    # loading the engine, the store and cryptography.
+    if name == "Engine":
+        from procflow.api import Engine
+
+        return Engine
+    if name == "StepContext":
+        from procflow.runtime.context import StepContext
+
+        return StepContext
+    raise AttributeError(f"module 'procflow' has no attribute {name!r}")

@@ -33,7 +33,14 @@ def project_package(project_dir: str) -> str:
     return name
 
 
+# Test doubles installed by ``procflow.testing.fake_delegate``: (module, attr) → callable.
+FAKES: dict[tuple[str, str], Any] = {}
+
+
 def load_attr(project_dir: str, module: str, attr: str) -> Any:
+    fake = FAKES.get((module, attr))
+    if fake is not None:
+        return fake
     package = project_package(project_dir)
     try:
         mod = importlib.import_module(f"{package}.{module}")

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Self
 
 from procflow.errors import NotFoundError, UsageError
 from procflow.expr import evaluate_condition, parse_duration
@@ -76,7 +76,7 @@ class Engine:
         self._held_lock = threading.Lock()
 
     @classmethod
-    def virtual(cls, path: str, **kwargs: Any) -> Engine:
+    def virtual(cls, path: str, **kwargs: Any) -> Self:
         """An engine on a new virtual-clock SQLite store at ``path`` (for tests and demos)."""
         store = Store(f"sqlite:///{path}")
         store.init(virtual_clock=True, now=from_iso(VIRTUAL_EPOCH))

@@ -1,0 +1,49 @@
+"""Testing helpers for procflow users: a virtual-clock engine fixture and delegate fakes.
+
+In a ``conftest.py``: ``pytest_plugins = ["procflow.testing"]``; then a test takes ``engine``::
+
+    def test_flaky(engine, tmp_path):
+        engine.deploy("app.intent")
+        with fake_delegate("custom.SchemaProvisioner", lambda ctx: None):
+            engine.records.create("TenantApplication", {"title": "acme"})
+            engine.work()
+        engine.advance("PT30S")   # virtual time: no sleeping
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from procflow.api import Engine
+from procflow.runtime.delegates import FAKES
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    """A fresh engine on a virtual-clock SQLite store in a temporary folder."""
+    eng = Engine.virtual(str(tmp_path / "procflow.db"))
+    try:
+        yield eng
+    finally:
+        eng.close()
+
+
+@contextmanager
+def fake_delegate(target: str, fake: Callable[..., Any] | type) -> Iterator[None]:
+    """Replace the delegate ``target`` (``custom.X`` or bare ``X``) while the block runs."""
+    module, _, attr = target.rpartition(".")
+    key = (module or "custom", attr)
+    previous = FAKES.get(key)
+    FAKES[key] = fake
+    try:
+        yield
+    finally:
+        if previous is None:
+            FAKES.pop(key, None)
+        else:
+            FAKES[key] = previous

@@ -1,0 +1,53 @@
+"""The Python API of interfaces.md and the procflow.testing fixture/fakes."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import procflow
+from procflow.testing import fake_delegate
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "provisioning"
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> str:
+    target = tmp_path / "provisioning"
+    shutil.copytree(EXAMPLE, target)
+    return str(target / "app.intent")
+
+
+def test_the_documented_python_api_runs_a_process(engine: procflow.Engine, app: str) -> None:
+    assert isinstance(engine, procflow.Engine)
+    engine.deploy(app)
+    rec = engine.records.create("TenantApplication", {"title": "acme flaky-1"})
+    engine.work(until_idle=True)
+    run = engine.runs.for_record("TenantApplication", rec["id"])[0]
+    assert run["status"] == "waiting"
+    assert run["tokens"][0]["waiting_for"]["kind"] == "retry"
+    engine.advance("PT30S")
+    run = engine.runs.show(run["id"])
+    assert run["status"] == "completed"
+    assert engine.records.get("TenantApplication", rec["id"])["ProvisioningStatus"] == 1
+
+
+def test_fake_delegate_replaces_project_code_for_the_block(
+    engine: procflow.Engine, app: str
+) -> None:
+    calls: list[int] = []
+
+    def fake(ctx: procflow.StepContext) -> None:
+        calls.append(ctx.attempt)
+        ctx.vars["dbPassword"] = "x" * 20
+
+    engine.deploy(app)
+    with fake_delegate("custom.SchemaProvisioner", fake):
+        rec = engine.records.create("TenantApplication", {"title": "flaky-3"})
+        engine.work()
+    assert calls == [1]  # the real delegate would have failed its first three attempts
+    run = engine.runs.for_record("TenantApplication", rec["id"])[0]
+    assert run["status"] == "completed"
