@@ -10,7 +10,6 @@ import pytest
 import procflow
 from procflow.testing import fake_delegate
 
-
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "provisioning"
 
 

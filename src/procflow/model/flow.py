@@ -16,8 +16,8 @@ from procflow.expr import ANY, ListShape, Shape, ValueTree
 from procflow.model.flow_exprs import ERROR_SHAPE, RUN_SHAPE, Exprs, Scope, literal_mismatch
 from procflow.model.flow_ids import RESERVED, collect_ids
 from procflow.model.flow_steps import StepCompiler
-from procflow.model.ir import Flow, FlowStep, FlowTrigger, InputDecl, InputType
 from procflow.model.intent_values import a_type
+from procflow.model.ir import Flow, FlowStep, FlowTrigger, InputDecl, InputType
 from procflow.model.reader import Reader
 from procflow.model.source import Diagnostics, suggest
 from procflow.model.yamlsrc import YMap, YNode, YScalar

@@ -165,9 +165,7 @@ def _check_action_reads(graph: Graph, start: str, reader: Reader) -> None:
     queue: deque[str] = deque([start])
     while queue:
         step = graph.by_name[queue.popleft()]
-        sorts: Collection[EdgeSort] = (
-            frozenset({"timer"}) if step.kind == "userTask" else ALL_SORTS
-        )
+        sorts: Collection[EdgeSort] = frozenset({"timer"}) if step.kind == "userTask" else ALL_SORTS
         for nxt in graph.successors(step, sorts):
             if nxt not in parents:
                 parents[nxt] = step.name

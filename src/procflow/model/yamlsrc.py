@@ -16,6 +16,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml import events as ev
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.reader import ReaderError
 
 from procflow.model.source import Diagnostics, Pos
 
@@ -225,6 +226,15 @@ def load_yaml(text: str, file: str, diags: Diagnostics) -> YNode | None:
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = exc.problem or exc.context or "invalid YAML"
         diags.error(Pos(file, line, col, ""), f"YAML syntax error: {problem}")
+        return None
+    except ReaderError as exc:  # a character YAML does not allow (a control character)
+        before = text[: exc.position] if isinstance(exc.position, int) else ""
+        line, col = before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1
+        shown = f"#x{exc.character:04x}" if isinstance(exc.character, int) else "a character"
+        diags.error(
+            Pos(file, line, col, ""),
+            f"YAML syntax error: unacceptable character {shown}: {exc.reason}",
+        )
         return None
     except YAMLError as exc:
         diags.error(Pos(file, 1, 1, ""), f"YAML syntax error: {exc}")

@@ -91,23 +91,26 @@ class StepContext:
     config: Mapping[str, Any] = field(default_factory=dict)
 
 
-class HistoryLog(logging.Handler):
-    """Collects a delegate's log lines (masked later) for the attempt's history entries."""
+class HistoryLog(logging.Logger):
+    """A step's logger: collects the delegate's log lines (masked later) for the attempt's
+    history entries. Not registered with :mod:`logging` (no global state), no parent, and no
+    handler object per attempt (a ``logging.Handler`` costs a lock and a global registration)."""
 
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.propagate = False
         self.lines: list[tuple[str, str]] = []
 
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self.lines.append((record.levelname.lower(), record.getMessage()))
-        except Exception:  # a bad format string must not fail the step
-            self.lines.append((record.levelname.lower(), str(record.msg)))
+    def callHandlers(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.DEBUG:
+            try:
+                self.lines.append((record.levelname.lower(), record.getMessage()))
+            except Exception:  # a bad format string must not fail the step
+                self.lines.append((record.levelname.lower(), str(record.msg)))
+        if self.handlers:  # ones the delegate added itself
+            super().callHandlers(record)
 
 
 def step_logger(run_id: str, step: str) -> tuple[logging.LoggerAdapter[logging.Logger], HistoryLog]:
-    logger = logging.Logger(f"procflow.run.{run_id}.{step}")  # not registered: no global state
-    handler = HistoryLog()
-    logger.addHandler(handler)
-    logger.propagate = False
-    return logging.LoggerAdapter(logger, {}), handler
+    logger = HistoryLog(f"procflow.run.{run_id}.{step}")
+    return logging.LoggerAdapter(logger, {}), logger

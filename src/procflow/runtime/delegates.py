@@ -22,7 +22,14 @@ class CodeLoadError(ProcflowError):
     """The project's code could not be imported."""
 
 
+_PACKAGES: dict[str, str] = {}  # project_dir as given → package name (resolving costs stats)
+_ATTRS: dict[tuple[str, str, str], Any] = {}  # (project_dir, module, attr) → loaded object
+
+
 def project_package(project_dir: str) -> str:
+    known = _PACKAGES.get(project_dir)
+    if known is not None and known in sys.modules:
+        return known
     resolved = str(Path(project_dir).resolve())
     name = "procflow_project_" + hashlib.sha1(resolved.encode()).hexdigest()[:12]
     if name not in sys.modules:
@@ -30,6 +37,7 @@ def project_package(project_dir: str) -> str:
         package.__path__ = [resolved]
         package.__package__ = name
         sys.modules[name] = package
+    _PACKAGES[project_dir] = name
     return name
 
 
@@ -41,6 +49,15 @@ def load_attr(project_dir: str, module: str, attr: str) -> Any:
     fake = FAKES.get((module, attr))
     if fake is not None:
         return fake
+    key = (project_dir, module, attr)
+    hit = _ATTRS.get(key)
+    if hit is not None:  # an imported module stays imported: resolve and import once per process
+        return hit
+    hit = _ATTRS[key] = _import_attr(project_dir, module, attr)
+    return hit
+
+
+def _import_attr(project_dir: str, module: str, attr: str) -> Any:
     package = project_package(project_dir)
     try:
         mod = importlib.import_module(f"{package}.{module}")
@@ -63,7 +80,7 @@ def call_delegate(target: Any, ctx: Any, fields: dict[str, Any]) -> Any:
         result = instance.execute(ctx)
     else:
         result = target(ctx)
-    if inspect.isawaitable(result):
+    if result is not None and inspect.isawaitable(result):  # most delegates return nothing
         import asyncio
 
         async def wait() -> Any:

@@ -30,7 +30,7 @@ from procflow.runtime.secrets import Masker, VarCipher, load_cipher
 from procflow.runtime.transition import Transition
 from procflow.runtime.views import declared_vars, run_json
 from procflow.store.rows import HistoryRow, RunRow, TokenRow, VersionRow
-from procflow.store.store import DEFAULT_URL, Store, Tx
+from procflow.store.store import DEFAULT_URL, RunImage, Store, Tx, run_image
 
 VIRTUAL_EPOCH = "2027-01-01T00:00:00Z"
 
@@ -364,7 +364,8 @@ class Engine:
             run.status, run.error = "running", None
             run.seq += 1
             step = tokens[0].step if tokens else None
-            tx.append_history(run.id, [HistoryRow(run.seq, now, "run.retried", step, step)])
+            retried = HistoryRow(run.seq, now, "run.retried", step, step, 1 if step else None)
+            tx.append_history(run.id, [retried])
             tx.save_run(run, None, None)
 
     def show(self, run_id: str, history: int | None = None) -> dict[str, Any]:
@@ -435,6 +436,8 @@ class Engine:
             assert t.id is not None
             by_run[t.run_id][t.id] = t
         active = [self._run_ctx(run, by_run[run.id]) for run in claimed]
+        for rc in active:
+            rc.saved, rc.lease_until = run_image(rc.run), wall + self.lease
         count = fired
         try:
             while active:
@@ -519,8 +522,18 @@ class Engine:
             return set()
         faults.point("before_commit")
         wall = system_now()
+        owner, until = self.worker_id, wall + self.lease
+        images = [run_image(rc.run) for rc, _ in batch]
         with self.store.tx() as tx:
-            accepted = tx.leases_held([rc.run.id for rc, _ in batch], self.worker_id, wall)
+            # The lease check is the run rows' update itself, guarded by the lease: when every
+            # row matches (the usual case) no separate query is needed; otherwise undo it, find
+            # the runs still held, and save only those.
+            tx.savepoint("held")
+            accepted = {rc.run.id for rc, _ in batch}
+            if self._save_runs(tx, batch, images, accepted, wall) != len(batch):
+                tx.rollback_to("held")
+                accepted = tx.leases_held(accepted, owner, wall)
+                self._save_runs(tx, batch, images, accepted, wall)
             history: list[tuple[str, HistoryRow]] = []
             updates: list[TokenRow] = []
             for rc, tr in batch:
@@ -528,14 +541,41 @@ class Engine:
                     continue  # lease lost, or the run was cancelled meanwhile: change nothing
                 self._apply(tx, rc, tr, now, updates)
                 history.extend((rc.run.id, h) for h in tr.history)
-                keep = rc.run.status == "running"
-                tx.save_run(
-                    rc.run, wall + self.lease if keep else None, self.worker_id if keep else None
-                )
             tx.update_tokens(updates)
             tx.append_history_many(history)
+        for (rc, _), image in zip(batch, images, strict=True):
+            if rc.run.id in accepted and (
+                rc.saved != image or rc.lease_until - wall <= self.lease // 2
+            ):
+                rc.saved, rc.lease_until = image, until  # as _save_runs wrote them
         faults.point("after_commit")
         return accepted
+
+    def _save_runs(
+        self,
+        tx: Tx,
+        batch: list[tuple[RunCtx, Transition]],
+        images: list[RunImage],
+        accepted: set[str],
+        wall: int,
+    ) -> int:
+        """Write the accepted runs' rows if this worker still holds their leases; returns how
+        many it did. A run that still runs keeps its lease; one that waits or ended releases it.
+        A row whose only change is ``seq``, with its lease far from expiry, gets a narrow update
+        (the heartbeat renews leases of runs held longer)."""
+        full: list[tuple[RunRow, RunImage, int | None, str | None]] = []
+        seq_only: list[RunRow] = []
+        until = wall + self.lease
+        for (rc, _), image in zip(batch, images, strict=True):
+            if rc.run.id not in accepted:
+                continue
+            if rc.run.status != "running":
+                full.append((rc.run, image, None, None))
+            elif image == rc.saved and rc.lease_until - wall > self.lease // 2:
+                seq_only.append(rc.run)
+            else:
+                full.append((rc.run, image, until, self.worker_id))
+        return tx.save_held_runs(full, seq_only, self.worker_id, wall)
 
     def _apply(self, tx: Tx, rc: RunCtx, tr: Transition, now: int, updates: list[TokenRow]) -> None:
         run_id = rc.run.id

@@ -8,8 +8,10 @@ composing an outbox message; both happen before the engine commits the transitio
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from procflow.errors import ExprError, NonRetryableError
@@ -52,8 +54,11 @@ class RunCtx:
     load_vars: Callable[[], dict[str, Any]]  # decrypts the run's vars (only when needed)
     load_related: Callable[[str, int], dict[str, Any] | None]
     _vars: dict[str, Any] | None = field(default=None, repr=False)
+    # The engine's bookkeeping: the run row's image as last stored, and the lease it set.
+    saved: tuple[Any, ...] = field(default=(), repr=False)
+    lease_until: int = 0
 
-    @property
+    @cached_property
     def entity(self) -> Entity | None:
         trigger = self.process.trigger
         return self.app.entity(trigger.entity) if trigger else None
@@ -124,7 +129,7 @@ def end_path(tr: Transition, rc: RunCtx, token: TokenRow) -> None:
         tr.timers_drop.append(token.id)
         rc.tokens.pop(token.id, None)
     if rc.tokens:
-        tr.add("token.ended", token.step, token.path)
+        tr.add("token.ended", token.step, token.path, token.attempt)
     else:
         complete_run(tr, rc)
 
@@ -153,7 +158,7 @@ def fail_run(tr: Transition, rc: RunCtx, token: TokenRow, message: str, kind: st
     rc.run.status = "failed"
     rc.run.error = {"step": token.step, "message": message, "type": kind}
     tr.add("step.failed", token.step, token.path, token.attempt, message=message)
-    tr.add("run.failed", token.step, token.path, message=message)
+    tr.add("run.failed", token.step, token.path, token.attempt, message=message)
 
 
 def settle(tr: Transition, rc: RunCtx) -> None:
@@ -263,7 +268,7 @@ def complete_step(tr: Transition, rc: RunCtx, token: TokenRow, step: ServiceTask
             tr.vars_set.pop(var.name, None)
             tr.vars_clear.append(var.name)
             rc.vars().pop(var.name, None)
-            tr.add("var.cleared", step.name, token.path, var=var.name)
+            tr.add("var.cleared", step.name, token.path, token.attempt, var=var.name)
     token.data.pop("error", None)
     move(tr, rc, token, successor(rc.process, step.name, step.next))
 
@@ -284,8 +289,12 @@ def _delegate(
 ) -> None:
     started = tr.now
     attempt = run_delegate(rc, token, step, action)
-    masker = Masker([*rc.vars().values(), *attempt.vars.values()])
     tr.add("step.started", step.name, token.path, token.attempt, at=started)
+    if not attempt.logs and attempt.error is None:  # nothing to mask: no masker to build
+        commit_writes(tr, rc, token, step, attempt)
+        complete_step(tr, rc, token, step)
+        return
+    masker = Masker([*rc.vars().values(), *attempt.vars.values()])
     for level, line in attempt.logs:
         tr.add("log", step.name, token.path, token.attempt, level=level, message=masker.mask(line))
     if attempt.error is None:
@@ -307,7 +316,7 @@ def run_delegate(rc: RunCtx, token: TokenRow, step: ServiceTask, action: Delegat
         idempotency_key=f"{rc.run.id}/{token.path}#{token.data.get('visit', 0)}",
         project_dir=rc.project_dir,
         log=log,
-        record=copy.deepcopy(original),
+        record=_copy_record(original),
         vars=vars_view,
         fields=dict(action.fields),
     )
@@ -326,6 +335,14 @@ def run_delegate(rc: RunCtx, token: TokenRow, step: ServiceTask, action: Delegat
     if vars_view.breach:
         out.error, out.final = vars_view.breach, True
     out.vars = dict(vars_view.written)
+    for name, value in list(out.vars.items()):
+        try:  # a value that cannot be sealed fails this attempt, never the worker's commit
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            del out.vars[name]
+            kind = type(value).__name__
+            out.final = True
+            out.error = f"step [{step.name}] set var [{name}] to a [{kind}], which is not JSON data"
     if entity is not None and rc.record is not None and ctx.record != original:
         try:
             changed = {k: v for k, v in ctx.record.items() if original.get(k) != v}
@@ -333,6 +350,16 @@ def run_delegate(rc: RunCtx, token: TokenRow, step: ServiceTask, action: Delegat
         except RecordError as exc:
             out.error = out.error or f"step [{step.name}] wrote an invalid record: {exc}"
     return out
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _copy_record(record: dict[str, Any]) -> dict[str, Any]:
+    """The delegate's own copy of the record (deep only where a value is mutable)."""
+    if all(type(v) in _SCALARS for v in record.values()):
+        return dict(record)
+    return copy.deepcopy(record)
 
 
 def failure_message(exc: BaseException) -> str:
@@ -379,6 +406,7 @@ def fail_attempt(
         token.attempt += 1
         token.state = "waiting"
         token.since = tr.now
+        token.data["steps"] = 0  # a wait state: the loop guard counts steps between waits
         token.wait = {
             "kind": "retry", "attempt": token.attempt, "of": total, "due": due,
             "last_error": message,

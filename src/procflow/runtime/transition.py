@@ -31,7 +31,7 @@ class RecordWrite:
     after: dict[str, Any]
 
 
-@dataclass
+@dataclass(slots=True)
 class Transition:
     run: RunRow
     now: int

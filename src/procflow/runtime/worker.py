@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import gc
 import signal
 import threading
 from types import FrameType
 
 from procflow.runtime.engine import Engine
+
+
+def tune_gc() -> None:
+    """A worker process allocates many short-lived containers per step and keeps few: freeze
+    what is loaded by now (modules, the engine) out of the collector's scans, and collect the
+    young generation less often."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
 
 
 def run_worker(
@@ -35,6 +45,7 @@ def run_worker(
             for i in range(concurrency)
         ]
         beats = [e.heartbeat(stop) for e in engines]
+        tune_gc()
 
         def loop(engine: Engine) -> None:
             totals.append(engine.work(until_idle=until_idle, stop=stop))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -49,8 +49,30 @@ def sqlite_path(url: str) -> str:
     return rest[1:]
 
 
+def _compact_encoder() -> Callable[[Any], str]:
+    """``json.dumps(value, separators=(",", ":"))`` without its per-call set-up (building an
+    encoder object and, inside it, the C encoder): the C encoder is built once. Where the C
+    accelerator is missing, the pure-Python encoder (same output)."""
+    encoder = json.JSONEncoder(separators=(",", ":"))
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return encoder.encode
+    chunks = make(
+        None, encoder.default, json.encoder.encode_basestring_ascii, None, ":", ",",
+        False, False, True,
+    )  # fmt: skip
+
+    def encode(value: Any) -> str:
+        return "".join(chunks(value, 0))
+
+    return encode
+
+
+_ENCODE = _compact_encoder()
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    return "{}" if value == {} else _ENCODE(value)
 
 
 def _loads(text: str | None) -> Any:
@@ -367,15 +389,62 @@ class Tx:
     def active_runs_for_record(self, entity: str, id_: int) -> list[RunRow]:
         return [r for r in self.runs_for_record(entity, id_) if r.status not in TERMINAL]
 
+    _SAVE_RUN = (
+        "UPDATE runs SET status=?, ended_at=?, state=?, output=?, error=?, seq=?, "
+        "lease_owner=?, lease_until=? WHERE id=?"
+    )
+
     def save_run(self, run: RunRow, lease_until: int | None, owner: str | None) -> None:
-        self.c.execute(
-            "UPDATE runs SET status=?, ended_at=?, state=?, output=?, error=?, seq=?, "
-            "lease_owner=?, lease_until=? WHERE id=?",
-            (
-                run.status, run.ended_at, _dumps(run.state), _none_or_dumps(run.output),
-                _none_or_dumps(run.error), run.seq, owner, lease_until, run.id,
-            ),
+        self.save_runs([(run, lease_until, owner)])
+
+    def save_runs(self, runs: Sequence[tuple[RunRow, int | None, str | None]]) -> None:
+        """Each run's row with its lease (until, owner), in one ``executemany``."""
+        self.c.executemany(
+            self._SAVE_RUN,
+            [
+                (
+                    run.status, run.ended_at, _dumps(run.state), _none_or_dumps(run.output),
+                    _none_or_dumps(run.error), run.seq, owner, lease_until, run.id,
+                )
+                for run, lease_until, owner in runs
+            ],
         )  # fmt: skip
+
+    _HELD = " AND lease_owner=? AND lease_until>=? AND status IN ('running','waiting','failed')"
+    _SAVE_HELD = (
+        "UPDATE runs SET status=?, ended_at=?, state=?, output=?, error=?, seq=?, "
+        "lease_owner=?, lease_until=? WHERE id=?" + _HELD
+    )
+    _SEQ_HELD = "UPDATE runs SET seq=? WHERE id=?" + _HELD
+
+    def save_held_runs(
+        self,
+        full: Sequence[tuple[RunRow, RunImage, int | None, str | None]],
+        seq_only: Sequence[RunRow],
+        owner: str,
+        now: int,
+    ) -> int:
+        """Save runs whose lease ``owner`` still holds at ``now`` (and that still run); returns
+        how many matched. ``full``: (run, its :func:`run_image`, lease until, lease owner), every
+        column written; ``seq_only``: runs whose row changed in ``seq`` alone (the hot path: a
+        narrow update that touches no index)."""
+        matched = 0
+        if full:
+            rows = [
+                (*image, run.seq, lease_owner, lease_until, run.id, owner, now)
+                for run, image, lease_until, lease_owner in full
+            ]
+            matched += self.c.executemany(self._SAVE_HELD, rows).rowcount
+        if seq_only:
+            rows_seq = [(run.seq, run.id, owner, now) for run in seq_only]
+            matched += self.c.executemany(self._SEQ_HELD, rows_seq).rowcount
+        return matched
+
+    def savepoint(self, name: str) -> None:
+        self.c.execute(f"SAVEPOINT {name}")
+
+    def rollback_to(self, name: str) -> None:
+        self.c.execute(f"ROLLBACK TO {name}")
 
     def leases_held(self, run_ids: Iterable[str], owner: str, now: int) -> set[str]:
         """The runs among ``run_ids`` whose lease ``owner`` still holds (and that still run)."""
@@ -604,6 +673,18 @@ class Tx:
             "ORDER BY id"
         ).fetchall()
         return [OutboxRow(*r) for r in rows]
+
+
+RunImage = tuple[str, int | None, str, str | None, str | None]
+
+
+def run_image(run: RunRow) -> RunImage:
+    """The run row's rarely changing columns as stored (status, ended_at, state, output, error):
+    equal images mean the row needs no rewrite of them."""
+    return (
+        run.status, run.ended_at, _dumps(run.state), _none_or_dumps(run.output),
+        _none_or_dumps(run.error),
+    )  # fmt: skip
 
 
 def _none_or_dumps(value: Any) -> str | None:

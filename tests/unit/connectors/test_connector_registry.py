@@ -86,6 +86,10 @@ def test_entry_point_connector(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     [
         ("acme_crm:get", "must name a module (no ':attr')"),
         ("no_such_module_xyz", "cannot find module [no_such_module_xyz]"),
+        (
+            "no_such_pkg_xyz.sub",
+            "cannot find module [no_such_pkg_xyz.sub]: No module named 'no_such_pkg_xyz'",
+        ),
         ("json", "has no manifest.yaml"),
     ],
 )

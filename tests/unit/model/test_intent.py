@@ -60,14 +60,37 @@ SEEDS = "seeds:\n  - { name: s, entity: Status, rows: [ { id: 1, name: Open }, {
 
 
 # the keys of the wider Intent File Specification that intent.md lists as "not run by procflow"
-NOT_RUN_TOP = (
-    "reports permissions actions notifications schedules integrations uses widgets prints "
-    "generates rollups inbound transitions"
-).split()
-NOT_RUN_ENTITY = (
-    "audit group icon label order imports multilingual checks lifecycle history hierarchy "
-    "related view visibleTo"
-).split()
+NOT_RUN_TOP = [
+    "reports",
+    "permissions",
+    "actions",
+    "notifications",
+    "schedules",
+    "integrations",
+    "uses",
+    "widgets",
+    "prints",
+    "generates",
+    "rollups",
+    "inbound",
+    "transitions",
+]
+NOT_RUN_ENTITY = [
+    "audit",
+    "group",
+    "icon",
+    "label",
+    "order",
+    "imports",
+    "multilingual",
+    "checks",
+    "lifecycle",
+    "history",
+    "hierarchy",
+    "related",
+    "view",
+    "visibleTo",
+]
 NOT_RUN_FIELD = ["calculatedOnCreate", "calculatedOnUpdate", "pattern", "visibleTo"]
 
 
@@ -348,9 +371,7 @@ ENTITIES = [
     ),
     case(
         "every-not-run-field-key-warns",
-        entity(
-            "{ name: code, type: string, " + ", ".join(f"{k}: x" for k in NOT_RUN_FIELD) + " }"
-        ),
+        entity("{ name: code, type: string, " + ", ".join(f"{k}: x" for k in NOT_RUN_FIELD) + " }"),
         *(
             f"warning: entity [Thing] field [code]: key [{k}] is not run by procflow (ignored) (entities[2].fields[1].{k})"
             for k in NOT_RUN_FIELD

@@ -1218,7 +1218,7 @@ NOTIFY = [
     case(
         "no-trigger-notify-placeholder",
         process(svc("n", "notify: { to: a@b.c, subject: 'x {note}' }"), head=""),
-        f"t.intent:44:80: error: process [P] step [n]: notify subject placeholder {{note}} reads the trigger record, but the process has no trigger",
+        "t.intent:44:80: error: process [P] step [n]: notify subject placeholder {note} reads the trigger record, but the process has no trigger",
     ),
 ]
 

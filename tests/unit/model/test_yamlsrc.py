@@ -80,6 +80,11 @@ def test_every_node_knows_its_line_column_and_path() -> None:
         ("a: 1\n---\nb: 2\n", "f.intent:2:1: error: a definition file holds one YAML document"),
         ("", "f.intent:1:1: error: the file is empty"),
         ("a: [1, 2\n", "error: YAML syntax error"),
+        (
+            "a: 1\nb: x\x07\n",
+            "f.intent:2:5: error: YAML syntax error: unacceptable character #x0007: control "
+            "characters are not allowed",
+        ),
         ("? [a]\n: 1\n", "a mapping key must be a plain name"),
     ],
 )
