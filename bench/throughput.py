@@ -13,7 +13,7 @@ Phases, timed apart:
    figure, including the worker's start-up (reported separately too, from an idle worker).
 
 Target (issue 2/5): >= 1,000 runs/s (10,000 transitions/s) on one worker process.
-Run: ``.venv/bin/python bench/throughput.py [--n 2000] [--profile]``.
+Run: ``.venv/bin/python bench/throughput.py [--n 4000] [--profile]``.
 ``--profile`` runs phase 2 in-process under cProfile and prints the top entries instead.
 """
 
@@ -157,7 +157,7 @@ def setup(root: Path, n: int) -> tuple[str, str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--n", type=int, default=2000, help="runs (default 2,000)")
+    parser.add_argument("--n", type=int, default=4000, help="runs (default 4,000)")
     parser.add_argument("--profile", action="store_true", help="work in-process under cProfile")
     parser.add_argument("--top", type=int, default=30, help="profile entries to print")
     args = parser.parse_args()

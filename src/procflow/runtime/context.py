@@ -96,10 +96,10 @@ class HistoryLog(logging.Logger):
     history entries. Not registered with :mod:`logging` (no global state), no parent, and no
     handler object per attempt (a ``logging.Handler`` costs a lock and a global registration)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, lines: list[tuple[str, str]] | None = None) -> None:
         super().__init__(name)
         self.propagate = False
-        self.lines: list[tuple[str, str]] = []
+        self.lines: list[tuple[str, str]] = [] if lines is None else lines
 
     def callHandlers(self, record: logging.LogRecord) -> None:
         if record.levelno >= logging.DEBUG:
@@ -111,6 +111,27 @@ class HistoryLog(logging.Logger):
             super().callHandlers(record)
 
 
-def step_logger(run_id: str, step: str) -> tuple[logging.LoggerAdapter[logging.Logger], HistoryLog]:
-    logger = HistoryLog(f"procflow.run.{run_id}.{step}")
-    return logging.LoggerAdapter(logger, {}), logger
+class StepLog(logging.LoggerAdapter[logging.Logger]):
+    """``ctx.log``: the step's :class:`HistoryLog`, built on first use (most attempts log
+    nothing); ``lines`` collects what it logs either way."""
+
+    def __init__(self, name: str) -> None:  # no super().__init__: it would set ``logger``
+        self.extra: Mapping[str, object] | None = {}
+        self.lines: list[tuple[str, str]] = []
+        self._name = name
+        self._logger: logging.Logger | None = None
+
+    @property
+    def logger(self) -> logging.Logger:
+        if self._logger is None:
+            self._logger = HistoryLog(self._name, self.lines)
+        return self._logger
+
+    @logger.setter
+    def logger(self, value: logging.Logger) -> None:  # the delegate swapped it: let it
+        self._logger = value
+
+
+def step_logger(run_id: str, step: str) -> tuple[logging.LoggerAdapter[logging.Logger], StepLog]:
+    log = StepLog(f"procflow.run.{run_id}.{step}")
+    return log, log

@@ -427,6 +427,7 @@ class Engine:
             fired = self._fire_timers(tx, now, wall)
             claimed = tx.claim_runs(self.worker_id, wall, wall + self.lease, self.batch)
             tokens = tx.tokens_of_runs([r.id for r in claimed])
+            records = self._records_of(tx, claimed)
         if not claimed:
             return fired
         with self._held_lock:
@@ -435,7 +436,7 @@ class Engine:
         for t in tokens:
             assert t.id is not None
             by_run[t.run_id][t.id] = t
-        active = [self._run_ctx(run, by_run[run.id]) for run in claimed]
+        active = [self._run_ctx(run, by_run[run.id], records) for run in claimed]
         for rc in active:
             rc.saved, rc.lease_until = run_image(rc.run), wall + self.lease
         count = fired
@@ -465,15 +466,30 @@ class Engine:
         with self.store.tx() as tx:
             tx.release_leases(self.worker_id, run_ids)
 
-    def _run_ctx(self, run: RunRow, tokens: dict[int, TokenRow]) -> RunCtx:
+    def _records_of(self, tx: Tx, runs: list[RunRow]) -> dict[tuple[str, int], dict[str, Any]]:
+        """The trigger records of ``runs`` (those not run on a snapshot), one query per entity."""
+        wanted: dict[str, list[int]] = {}
+        for run in runs:
+            entity, id_ = run.record_entity, run.record_id
+            if entity is not None and id_ is not None and run.state.get("snapshot") is None:
+                wanted.setdefault(entity, []).append(id_)
+        return {
+            (entity, id_): row.data
+            for entity, ids in wanted.items()
+            for id_, row in tx.records_by_id(entity, ids).items()
+        }
+
+    def _run_ctx(
+        self, run: RunRow, tokens: dict[int, TokenRow], records: dict[tuple[str, int], Any]
+    ) -> RunCtx:
         compiled, process = self.process(run.version_id, run.name)
         app = compiled.definition
         assert isinstance(app, Application)
         record = None
         if run.record_entity is not None and run.record_id is not None:
             snapshot = run.state.get("snapshot")
-            row = self.store.read().record(run.record_entity, run.record_id)
-            record = snapshot if snapshot is not None else (row.data if row else None)
+            row = records.get((run.record_entity, run.record_id))
+            record = snapshot if snapshot is not None else row
         return RunCtx(
             run=run, tokens=tokens, app=app, process=process, project_dir=compiled.project_dir,
             record=record, load_vars=lambda: self._load_vars(run.id),

@@ -33,11 +33,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
 from procflow.errors import ProcflowError
 
 MIN_SECRET_CHARS = 32
@@ -75,6 +70,9 @@ class VarCipher:
     def __init__(self, key: bytes) -> None:
         if len(key) != 32:
             raise SecretKeyError("a var key is 32 bytes")
+        # Imported here: cryptography costs ~20 ms at start-up, and most runs have no vars.
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         self._aead = AESGCM(key)
 
     def __repr__(self) -> str:
@@ -89,13 +87,16 @@ class VarCipher:
                 f"the secret key is {len(text)} characters long; "
                 f"it must be at least {MIN_SECRET_CHARS}"
             )
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
         hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=KEY_SALT, info=None)
         return cls(hkdf.derive(text.encode("utf-8")))
 
     @classmethod
     def ephemeral(cls) -> VarCipher:
         """A cipher with a random key that lives as long as this object (in-memory stores)."""
-        return cls(AESGCM.generate_key(bit_length=256))
+        return cls(os.urandom(32))
 
     def encrypt(self, run_id: str, name: str, value: Any) -> bytes:
         try:
@@ -115,6 +116,8 @@ class VarCipher:
         if len(data) < 1 + _NONCE_BYTES + _TAG_BYTES or data[:1] != _VERSION:
             raise SecretKeyError(f"cannot decrypt {where}: the stored value is not a sealed var")
         nonce, sealed = data[1 : 1 + _NONCE_BYTES], data[1 + _NONCE_BYTES :]
+        from cryptography.exceptions import InvalidTag
+
         try:
             plain = self._aead.decrypt(nonce, sealed, _aad(run_id, name))
         except InvalidTag:

@@ -14,7 +14,6 @@ def tune_gc() -> None:
     """A worker process allocates many short-lived containers per step and keeps few: freeze
     what is loaded by now (modules, the engine) out of the collector's scans, and collect the
     young generation less often."""
-    gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
 

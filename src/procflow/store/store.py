@@ -287,6 +287,19 @@ class Tx:
         ).fetchone()
         return None if row is None else RecordRow(row[0], row[1], json.loads(row[2]), *row[3:])
 
+    def records_by_id(self, entity: str, ids: Iterable[int]) -> dict[int, RecordRow]:
+        """The records of ``entity`` among ``ids`` that exist, by id."""
+        out: dict[int, RecordRow] = {}
+        for chunk in _chunks(list(ids), 500):
+            marks = ",".join("?" * len(chunk))
+            rows = self.c.execute(
+                "SELECT entity, id, data, owner, created_at, updated_at FROM records "
+                f"WHERE entity=? AND id IN ({marks})",
+                (entity, *chunk),
+            ).fetchall()
+            out.update((r[1], RecordRow(r[0], r[1], json.loads(r[2]), *r[3:])) for r in rows)
+        return out
+
     def records(self, entity: str, limit: int = 1000) -> list[RecordRow]:
         rows = self.c.execute(
             "SELECT entity, id, data, owner, created_at, updated_at FROM records "
