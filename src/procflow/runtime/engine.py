@@ -70,20 +70,32 @@ class Engine:
         self.store = Store(self.url)
         if create:
             self.store.ensure_ready()
+        if self.store.dialect == "postgresql":
+            load_cipher(self.url, self.environ)  # every worker must share the key: refuse early
         self._compiled: dict[int, Compiled] = {}
         self._cipher: VarCipher | None = None
         self._held: set[str] = set()
         self._held_lock = threading.Lock()
+        self._listener: Any = None
 
     @classmethod
-    def virtual(cls, path: str, **kwargs: Any) -> Self:
-        """An engine on a new virtual-clock SQLite store at ``path`` (for tests and demos)."""
-        store = Store(f"sqlite:///{path}")
-        store.init(virtual_clock=True, now=from_iso(VIRTUAL_EPOCH))
-        store.close()
-        return cls(f"sqlite:///{path}", **kwargs)
+    def virtual(cls, path_or_url: str, **kwargs: Any) -> Self:
+        """An engine on a virtual-clock store (tests, demos): a SQLite file path, or a database
+        URL whose store is new or empty (its clock is set to the virtual epoch)."""
+        url = path_or_url if "://" in path_or_url else f"sqlite:///{path_or_url}"
+        store = Store(url)
+        try:
+            if not store.init(virtual_clock=True, now=from_iso(VIRTUAL_EPOCH)):
+                with store.tx() as tx:
+                    tx.meta_set("clock", "virtual")
+                    tx.meta_set("clock_now", str(from_iso(VIRTUAL_EPOCH)))
+        finally:
+            store.close()
+        return cls(url, **kwargs)
 
     def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
         self.store.close()
 
     # --- clock ------------------------------------------------------------------------------
@@ -312,6 +324,7 @@ class Engine:
             status="running", started_at=now, business_key=business_key, record_entity=entity,
             record_id=id_, start_key=start_key, state={"snapshot": snapshot} if snapshot else {},
         )  # fmt: skip
+        tx.notify()
         if not tx.insert_run(run):
             return None  # at most once per record, ever
         first = process.steps[0].name
@@ -324,7 +337,7 @@ class Engine:
 
     def cancel(self, run_id: str) -> None:
         with self.store.tx() as tx:
-            run = tx.run(run_id)
+            run = tx.run_for_update(run_id)
             if run is None:
                 raise NotFoundError(f"no run with id [{run_id}]")
             if run.status in ("completed", "cancelled", "aborted"):
@@ -332,6 +345,7 @@ class Engine:
             self._cancel(tx, run, self.now(), reason="cancelled by an operator")
 
     def _cancel(self, tx: Tx, run: RunRow, now: int, reason: str) -> None:
+        run = tx.run_for_update(run.id) or run  # a committing worker may have moved it on
         names = tx.clear_vars(run.id)
         tx.delete_run_timers(run.id)
         tx.delete_run_tokens(run.id)
@@ -348,7 +362,7 @@ class Engine:
     def retry(self, run_id: str) -> None:
         """Re-attempt a failed run's failed step with a fresh retry budget."""
         with self.store.tx() as tx:
-            run = tx.run(run_id)
+            run = tx.run_for_update(run_id)
             if run is None:
                 raise NotFoundError(f"no run with id [{run_id}]")
             if run.status != "failed":
@@ -367,6 +381,7 @@ class Engine:
             retried = HistoryRow(run.seq, now, "run.retried", step, step, 1 if step else None)
             tx.append_history(run.id, [retried])
             tx.save_run(run, None, None)
+            tx.notify()
 
     def show(self, run_id: str, history: int | None = None) -> dict[str, Any]:
         """``runs show --json``: the run, its tokens and why they wait, vars masked, history."""
@@ -409,10 +424,26 @@ class Engine:
         return total
 
     def _idle(self, stop: threading.Event | None) -> None:
+        """Sleep until the next due time or a wake-up. PostgreSQL: LISTEN, with a bounded
+        fallback poll; SQLite: at most a second, so other processes' work is seen within it."""
         due = self.store.read().next_due()
-        wait = 1.0
+        fallback = 5.0 if self.store.dialect == "postgresql" else 1.0
+        wait = fallback
         if due is not None and not self.is_virtual:
             wait = min(wait, max(0.0, (due - system_now()) / 1_000_000))
+        if self.store.dialect == "postgresql":
+            if self._listener is None:
+                from procflow.store.pg import Listener
+
+                # Listen first, then look for work again: nothing sent meanwhile is missed.
+                self._listener = Listener(self.url)
+                return
+            # Wake at least every 0.2 s to see a stop request; LISTEN ends the wait at once.
+            deadline = time.monotonic() + wait
+            while (stop is None or not stop.is_set()) and time.monotonic() < deadline:
+                if self._listener.wait(min(0.2, max(0.0, deadline - time.monotonic()))):
+                    return
+            return
         if stop is not None:
             stop.wait(wait)
         else:
@@ -606,6 +637,7 @@ class Engine:
             tx.delete_timers_of_tokens(tr.timers_drop)
         if tr.timers:
             tx.insert_timers([(run_id, t.id, kind, due) for t, kind, due in tr.timers if t.id])
+            tx.notify()  # an idle worker may be sleeping until a later due time
         for name, value in tr.vars_set.items():
             tx.set_var(run_id, name, self.cipher.encrypt(run_id, name, value))
         for name in tr.vars_clear:

@@ -84,8 +84,19 @@ class Store:
 
     def __init__(self, url: str = DEFAULT_URL) -> None:
         self.url = url
+        self._tx_depth = 0
+        self.conn: Any
+        if is_postgres(url):
+            from procflow.store.pg import PgConnection
+
+            self.dialect = "postgresql"
+            self.path = ""
+            self.conn = PgConnection(url)
+            self._begin = "BEGIN"
+            return
         self.path = sqlite_path(url)
         self.dialect = "sqlite"
+        self._begin = "BEGIN IMMEDIATE"  # take the write lock now: no upgrade deadlocks later
         self.conn = sqlite3.connect(
             self.path, isolation_level=None, timeout=30.0, check_same_thread=False
         )
@@ -93,10 +104,12 @@ class Store:
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA secure_delete=ON")
         self.conn.execute("PRAGMA foreign_keys=OFF")
-        self._tx_depth = 0
 
     def close(self) -> None:
         self.conn.close()
+
+    def _tx_obj(self) -> Tx:
+        return Tx(self.conn, self.dialect)
 
     # --- transactions ---------------------------------------------------------------------
 
@@ -104,12 +117,12 @@ class Store:
     def tx(self) -> Iterator[Tx]:
         """A write transaction (SQLite: ``BEGIN IMMEDIATE``, one writer at a time)."""
         if self._tx_depth:
-            yield Tx(self.conn)
+            yield self._tx_obj()
             return
-        self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.execute(self._begin)
         self._tx_depth = 1
         try:
-            yield Tx(self.conn)
+            yield self._tx_obj()
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
@@ -120,15 +133,22 @@ class Store:
 
     def read(self) -> Tx:
         """Queries outside a transaction (each statement sees the latest commit)."""
-        return Tx(self.conn)
+        return self._tx_obj()
 
     # --- schema ---------------------------------------------------------------------------
 
     def schema_version(self) -> int | None:
-        row = self.conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name='meta'"
-        ).fetchone()
-        if row is None:
+        if self.dialect == "postgresql":
+            row = self.conn.execute("SELECT to_regclass('meta')").fetchone()
+            exists = row is not None and row[0] is not None
+        else:
+            exists = (
+                self.conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type='table' AND name='meta'"
+                ).fetchone()
+                is not None
+            )
+        if not exists:
             return None
         got = self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         return int(got[0]) if got else None
@@ -137,7 +157,8 @@ class Store:
         """Create the schema; returns False when it already existed (then nothing changes)."""
         if self.schema_version() is not None:
             return False
-        script = resources.files("procflow.store.sql").joinpath("schema_sqlite_1.sql").read_text()
+        name = f"schema_{self.dialect}_{SCHEMA_VERSION}.sql"
+        script = resources.files("procflow.store.sql").joinpath(name).read_text()
         self.conn.executescript(f"BEGIN;\n{script}\nCOMMIT;")
         with self.tx() as tx:
             tx.meta_set("schema_version", str(SCHEMA_VERSION))
@@ -162,7 +183,11 @@ class Store:
     def ensure_ready(self) -> None:
         version = self.schema_version()
         if version is None:
-            if self.path != ":memory:" and not Path(self.path).exists():
+            if (
+                self.dialect == "sqlite"
+                and self.path != ":memory:"
+                and not Path(self.path).exists()
+            ):
                 raise StoreError(f"no procflow database at {self.path}; run `procflow db init`")
             self.init()
         elif version != SCHEMA_VERSION:
@@ -172,8 +197,15 @@ class Store:
 class Tx:
     """Named queries. Every method is one or a few statements; none commits."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: Any, dialect: str = "sqlite") -> None:
         self.c = conn
+        self.dialect = dialect
+
+    def notify(self) -> None:
+        """Wake idle workers when this transaction commits (PostgreSQL ``NOTIFY``; on SQLite
+        idle workers poll at most a second apart)."""
+        if self.dialect == "postgresql":
+            self.c.execute("SELECT pg_notify('procflow_wakeup', '')")
 
     # --- meta and clock ---------------------------------------------------------------------
 
@@ -223,18 +255,17 @@ class Tx:
     ) -> VersionRow:
         row = self.c.execute("SELECT latest FROM definitions WHERE name=?", (name,)).fetchone()
         number = (row[0] if row else 0) + 1
-        cur = self.c.execute(
+        new_id = self.c.execute(
             "INSERT INTO versions(name, version, dialect, hash, file, project_dir, source, "
-            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (name, number, dialect, hash_, file, project_dir, source, now),
-        )
+        ).fetchone()[0]
         self.c.execute(
             "INSERT INTO definitions(name, dialect, enabled, latest) VALUES (?, ?, 1, ?) "
             "ON CONFLICT(name) DO UPDATE SET latest=excluded.latest",
             (name, dialect, number),
         )
-        assert cur.lastrowid is not None
-        return self.version(cur.lastrowid)
+        return self.version(int(new_id))
 
     def definitions(self) -> list[tuple[str, str, bool, int]]:
         rows = self.c.execute(
@@ -248,7 +279,7 @@ class Tx:
 
     def set_enabled(self, name: str, enabled: bool) -> bool:
         cur = self.c.execute("UPDATE definitions SET enabled=? WHERE name=?", (int(enabled), name))
-        return cur.rowcount > 0
+        return bool(cur.rowcount > 0)
 
     def versions_of(self, name: str) -> list[tuple[int, int, int]]:
         """(version, created_at, active runs) per version."""
@@ -315,6 +346,8 @@ class Tx:
         return row is not None
 
     def next_record_id(self, entity: str) -> int:
+        if self.dialect == "postgresql":  # serialise id assignment per entity until commit
+            self.c.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (f"records:{entity}",))
         row = self.c.execute("SELECT max(id) FROM records WHERE entity=?", (entity,)).fetchone()
         return int(row[0] or 0) + 1
 
@@ -347,20 +380,19 @@ class Tx:
 
     def insert_run(self, run: RunRow) -> bool:
         """False when ``start_key`` was already used (the process already ran for that record)."""
-        try:
-            self.c.execute(
-                "INSERT INTO runs(id, version_id, name, dialect, status, started_at, business_key, "
-                "record_entity, record_id, start_key, state, seq) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run.id, run.version_id, run.name, run.dialect, run.status, run.started_at,
-                    run.business_key, run.record_entity, run.record_id, run.start_key,
-                    _dumps(run.state), run.seq,
-                ),
-            )  # fmt: skip
-        except sqlite3.IntegrityError:
-            return False
-        return True
+        # ON CONFLICT rather than catching the error: in PostgreSQL a failed statement aborts
+        # the whole transaction (the record write that triggered the start with it).
+        cur = self.c.execute(
+            "INSERT INTO runs(id, version_id, name, dialect, status, started_at, business_key, "
+            "record_entity, record_id, start_key, state, seq) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (start_key) DO NOTHING",
+            (
+                run.id, run.version_id, run.name, run.dialect, run.status, run.started_at,
+                run.business_key, run.record_entity, run.record_id, run.start_key,
+                _dumps(run.state), run.seq,
+            ),
+        )  # fmt: skip
+        return bool(cur.rowcount == 1)
 
     _RUN_COLS = (
         "id, version_id, name, dialect, status, started_at, ended_at, business_key, "
@@ -373,6 +405,14 @@ class Tx:
             row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9],
             row[10], json.loads(row[11]), _loads(row[12]), _loads(row[13]), row[14],
         )  # fmt: skip
+
+    def run_for_update(self, run_id: str) -> RunRow | None:
+        """The run, locked until commit (PostgreSQL; SQLite's write lock already serialises)."""
+        lock = " FOR UPDATE" if self.dialect == "postgresql" else ""
+        row = self.c.execute(
+            f"SELECT {self._RUN_COLS} FROM runs WHERE id=?{lock}", (run_id,)
+        ).fetchone()
+        return None if row is None else self._run(row)
 
     def run(self, run_id: str) -> RunRow | None:
         row = self.c.execute(f"SELECT {self._RUN_COLS} FROM runs WHERE id=?", (run_id,)).fetchone()
@@ -473,11 +513,16 @@ class Tx:
             held.update(r[0] for r in rows)
         return held
 
+    @property
+    def _skip_locked(self) -> str:
+        # PostgreSQL: concurrent claimers skip each other's rows instead of queueing on them.
+        return " FOR UPDATE SKIP LOCKED" if self.dialect == "postgresql" else ""
+
     def claim_runs(self, owner: str, now: int, lease_until: int, limit: int) -> list[RunRow]:
         rows = self.c.execute(
             f"UPDATE runs SET lease_owner=?, lease_until=? WHERE id IN ("
             "SELECT id FROM runs WHERE status='running' AND (lease_until IS NULL OR lease_until<?) "
-            f"LIMIT ?) RETURNING {self._RUN_COLS}",
+            f"LIMIT ?{self._skip_locked}) RETURNING {self._RUN_COLS}",
             (owner, lease_until, now, limit),
         ).fetchall()
         return [self._run(r) for r in rows]
@@ -535,14 +580,13 @@ class Tx:
         return out
 
     def insert_token(self, t: TokenRow) -> int:
-        cur = self.c.execute(
+        row = self.c.execute(
             "INSERT INTO tokens(run_id, step, path, state, attempt, since, wait, data) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (t.run_id, t.step, t.path, t.state, t.attempt, t.since, _none_or_dumps(t.wait),
              _dumps(t.data)),
-        )  # fmt: skip
-        assert cur.lastrowid is not None
-        t.id = cur.lastrowid
+        ).fetchone()  # fmt: skip
+        t.id = int(row[0])
         return t.id
 
     def update_tokens(self, tokens: Sequence[TokenRow]) -> None:
@@ -582,7 +626,8 @@ class Tx:
         rows = self.c.execute(
             "SELECT t.id, t.run_id, t.token_id, t.kind, t.due_at FROM timers t "
             "JOIN runs r ON r.id=t.run_id WHERE t.due_at<=? "
-            "AND (r.lease_owner IS NULL OR r.lease_until<?) ORDER BY t.due_at, t.id LIMIT ?",
+            "AND (r.lease_owner IS NULL OR r.lease_until<?) ORDER BY t.due_at, t.id LIMIT ?"
+            + (" FOR UPDATE OF t, r SKIP LOCKED" if self.dialect == "postgresql" else ""),
             (now, wall, limit),
         ).fetchall()
         return [TimerRow(*r) for r in rows]
@@ -672,13 +717,12 @@ class Tx:
         step: str | None,
         now: int,
     ) -> int:
-        cur = self.c.execute(
+        row = self.c.execute(
             "INSERT INTO outbox(channel, recipient, subject, body, run_id, step, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (channel, recipient, subject, body, run_id, step, now),
-        )
-        assert cur.lastrowid is not None
-        return cur.lastrowid
+        ).fetchone()
+        return int(row[0])
 
     def outbox(self) -> list[OutboxRow]:
         rows = self.c.execute(
@@ -698,6 +742,10 @@ def run_image(run: RunRow) -> RunImage:
         run.status, run.ended_at, _dumps(run.state), _none_or_dumps(run.output),
         _none_or_dumps(run.error),
     )  # fmt: skip
+
+
+def is_postgres(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
 
 
 def _none_or_dumps(value: Any) -> str | None:
