@@ -65,8 +65,13 @@ def validate(paths: tuple[str, ...], as_json: bool) -> None:
 
     problems: list[Any] = []
     errors = warnings = files = 0
+    unusable: list[str] = []
     for path in _definition_files(paths):
-        loaded = load_file(path)
+        try:
+            loaded = load_file(path)
+        except UsageError as exc:  # report it, but still report every other file's problems
+            unusable.append(str(exc))
+            continue
         files += 1
         for d in loaded.diagnostics:
             errors += d.severity == "error"
@@ -80,6 +85,8 @@ def validate(paths: tuple[str, ...], as_json: bool) -> None:
     else:
         noun = "file" if files == 1 else "files"
         click.echo(f"checked {files} {noun}: {errors} error(s), {warnings} warning(s)", err=True)
+    if unusable:
+        raise Failure("\n".join(f"error: {m}" for m in unusable), EXIT_USAGE)
     if errors:
         raise Failure("", EXIT_BAD)
 

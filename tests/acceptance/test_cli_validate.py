@@ -140,3 +140,11 @@ def test_graph_of_an_invalid_file_prints_its_problems(procflow, tmp_path: Path):
     result = procflow("graph", "bad.flow.yaml", cwd=tmp_path)
     assert result.returncode == 1
     assert "bad.flow.yaml:" in result.stderr
+
+
+def test_a_missing_file_does_not_hide_the_other_files_problems(procflow, tmp_path: Path):
+    (tmp_path / "bad.flow.yaml").write_text(BAD_FLOW)
+    result = procflow("validate", "--json", "bad.flow.yaml", "missing.intent", cwd=tmp_path)
+    assert result.returncode == 2
+    assert json.loads(result.stdout)  # bad.flow.yaml's problems are still reported
+    assert "missing.intent: no such file" in result.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from procflow.errors import NotFoundError
-from procflow.model.ir import Application
 from procflow.runtime.clock import iso
 from procflow.store.rows import HistoryRow, RunRow, TokenRow
 from procflow.store.store import Tx
@@ -96,6 +95,8 @@ def run_json(
 
 
 def declared_vars(definition: Any, name: str) -> list[str]:
+    from procflow.model.ir import Application
+
     if isinstance(definition, Application):
         for process in definition.processes:
             if process.name == name:
