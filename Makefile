@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest bench chaos clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "procflow needs Python 3.11+"'
@@ -47,6 +47,10 @@ test: lint typecheck pytest
 bench: $(STAMP)
 	$(BIN)/python bench/validate_large.py
 	$(BIN)/python bench/throughput.py
+
+# 4 workers on PostgreSQL advance 1,000 runs while a driver SIGKILLs one every ~200 ms.
+chaos: $(STAMP)
+	PROCFLOW_CHAOS_RUNS=1000 $(BIN)/pytest -s tests/faults/test_chaos.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .demo

@@ -73,10 +73,10 @@ def write_project(root: Path) -> Path:
 class Cli:
     """`procflow ... --db <tmp store>` with helpers for JSON output and clean errors."""
 
-    def __init__(self, procflow: Procflow, root: Path) -> None:
+    def __init__(self, procflow: Procflow, root: Path, db_url: str) -> None:
         self.procflow = procflow
         self.root = root
-        self.db = f"sqlite:///{root / 't.db'}"
+        self.db = db_url
 
     def __call__(self, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
         result = self.procflow(*args, "--db", self.db, cwd=self.root)
@@ -117,18 +117,21 @@ class Cli:
 
 
 @pytest.fixture
-def cli(procflow: Procflow, tmp_path: Path) -> Cli:
+def cli(procflow: Procflow, tmp_path: Path, db_url: str) -> Cli:
     """A virtual-clock store with the project deployed (set up in-process: it is not the test)."""
     path = write_project(tmp_path)
-    engine = Engine.virtual(str(tmp_path / "t.db"))
+    engine = Engine.virtual(db_url)
     engine.deploy(str(path))
     engine.close()
-    return Cli(procflow, tmp_path)
+    return Cli(procflow, tmp_path, db_url)
 
 
-def test_db_init_deploy_and_run_wait_exit_codes(procflow: Procflow, tmp_path: Path) -> None:
+@pytest.mark.empty_store
+def test_db_init_deploy_and_run_wait_exit_codes(
+    procflow: Procflow, tmp_path: Path, db_url: str
+) -> None:
     write_project(tmp_path)
-    cli = Cli(procflow, tmp_path)
+    cli = Cli(procflow, tmp_path, db_url)
     assert "virtual clock" in cli("db", "init", "--virtual-clock").stdout
     assert "already holds a procflow store" in cli.error("db", "init", "--virtual-clock")
     assert cli("deploy", "app.intent").stdout.strip() == "Provision → version 1"
@@ -247,9 +250,12 @@ def test_bad_input_is_refused_clearly_and_changes_nothing(cli: Cli) -> None:
     assert cli.state() == before
 
 
-def test_clock_commands_need_a_virtual_clock(procflow: Procflow, tmp_path: Path) -> None:
+@pytest.mark.empty_store
+def test_clock_commands_need_a_virtual_clock(
+    procflow: Procflow, tmp_path: Path, db_url: str
+) -> None:
     write_project(tmp_path)
-    cli = Cli(procflow, tmp_path)
+    cli = Cli(procflow, tmp_path, db_url)
     cli("db", "init")
     assert "(system clock)" in cli("clock", "show").stdout
     assert "--virtual-clock" in cli.error("clock", "advance", "PT1H")

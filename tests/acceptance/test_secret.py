@@ -6,6 +6,11 @@ the runs wait between produce and use (in retry waits, the encrypted var stored)
 end, the password appears nowhere: not in the SQLite main file, ``-wal``, ``-shm`` or a journal
 (read raw), not in ``runs show`` (JSON or text), history, records, nor any command's
 stdout/stderr. Where it would have been, ``***`` stands.
+
+On PostgreSQL the store is not a file of ours: every table's rows rendered as text, every bytea
+column's raw bytes, and every page of every relation of the database read raw (``pageinspect``:
+dead row versions too) are scanned instead; the key comes from ``PROCFLOW_SECRET_KEY`` (no key
+file), and a command without it is refused.
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ import json
 import os
 import secrets
 import shutil
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -23,6 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from procflow.store.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "provisioning"
@@ -45,19 +51,28 @@ def leak_forms(password: str) -> list[bytes]:
 
 
 class Scenario:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, db_url: str, db_env: dict[str, str]) -> None:
         self.password = "pw-" + secrets.token_urlsafe(36)
         self.project = tmp_path / "provisioning"
         shutil.copytree(EXAMPLE, self.project, ignore=shutil.ignore_patterns("__pycache__"))
         shutil.copyfile(DELEGATES / "__init__.py", self.project / "custom" / "__init__.py")
-        self.db = tmp_path / "secret.db"
-        self.url = f"sqlite:///{self.db}"
+        self.url = db_url
+        self.sqlite = db_url.startswith("sqlite:")
+        self.db = Path(db_url.removeprefix("sqlite:///")) if self.sqlite else None
+        self.db_env = db_env  # the shared key on PostgreSQL
         self.outputs: list[tuple[str, str]] = []  # (command, stdout + stderr), every command
         self.watcher: subprocess.Popen[bytes] | None = None
 
-    def __call__(self, *args: str) -> str:
+    def __call__(self, *args: str, key: bool = True) -> str:
+        done = self.run(*args, key=key)
+        assert done.returncode == 0, f"procflow {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    def run(self, *args: str, key: bool = True) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PROCFLOW_")}
         env.update(NO_COLOR="1", PROCFLOW_TEST_PASSWORD=self.password)
+        if key:
+            env.update(self.db_env)
         done = subprocess.run(
             [sys.executable, "-m", "procflow.cli", *args, "--db", self.url],
             env=env,
@@ -67,8 +82,7 @@ class Scenario:
         )
         command = "procflow " + " ".join(args)
         self.outputs.append((command, done.stdout + done.stderr))
-        assert done.returncode == 0, f"{command}: {done.stderr}"
-        return done.stdout
+        return done
 
     def keep_wal(self) -> None:
         """Hold a connection open so the WAL and shm files stay after each command exits.
@@ -76,6 +90,7 @@ class Scenario:
         It lives in a process of its own: reading the files raw here would drop this process's
         POSIX locks on them, and with them the connection's hold on the WAL.
         """
+        assert self.db is not None
         self.watcher = subprocess.Popen(
             [sys.executable, "-c", WATCHER, str(self.db)],
             stdin=subprocess.PIPE,
@@ -89,10 +104,11 @@ class Scenario:
             self.watcher.communicate(timeout=10)
 
     def query(self, sql: str, *args: object) -> list[tuple]:
-        with sqlite3.connect(self.db) as conn:
-            rows = conn.execute(sql, args).fetchall()
-        conn.close()
-        return rows
+        store = Store(self.url)
+        try:
+            return [tuple(row) for row in store.conn.execute(sql, args).fetchall()]
+        finally:
+            store.close()
 
     def show(self, run_id: str) -> dict:
         return json.loads(self("runs", "show", run_id, "--json"))
@@ -108,17 +124,67 @@ class Scenario:
         return [runs[id_] for id_ in ids]
 
     def assert_nowhere(self, moment: str) -> None:
-        """The password is in no store file (raw bytes) and in no output so far."""
-        files = [self.db, *(Path(f"{self.db}{s}") for s in ("-wal", "-shm", "-journal"))]
-        present = {f.name: f.read_bytes() for f in files if f.exists()}
-        assert {f"{self.db.name}", f"{self.db.name}-wal", f"{self.db.name}-shm"} <= set(present)
-        assert present[f"{self.db.name}-wal"], "an empty WAL would make this check vacuous"
+        """The password is in no part of the store (raw bytes) and in no output so far."""
+        present = self.sqlite_files() if self.sqlite else self.postgresql_contents()
         forms = leak_forms(self.password)
         for name, data in present.items():
             assert not any(form in data for form in forms), f"{moment}: password in {name}"
         for command, output in self.outputs:
             data = output.encode()
             assert not any(form in data for form in forms), f"{moment}: password in `{command}`"
+
+    def sqlite_files(self) -> dict[str, bytes]:
+        """The store's files, raw: main file, WAL, shared memory, journal."""
+        assert self.db is not None
+        files = [self.db, *(Path(f"{self.db}{s}") for s in ("-wal", "-shm", "-journal"))]
+        present = {f.name: f.read_bytes() for f in files if f.exists()}
+        assert {f"{self.db.name}", f"{self.db.name}-wal", f"{self.db.name}-shm"} <= set(present)
+        assert present[f"{self.db.name}-wal"], "an empty WAL would make this check vacuous"
+        return present
+
+    def postgresql_contents(self) -> dict[str, bytes]:
+        """Every table's rows as text, every bytea column raw, and every page of every relation
+        (tables, their TOAST, indexes) raw, dead row versions included."""
+        store = Store(self.url)
+        conn = store.conn
+        try:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
+            tables = [r[0] for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_schema = 'public' AND table_type = 'BASE TABLE' ORDER BY 1"
+            ).fetchall()]  # fmt: skip
+            assert {"runs", "vars", "history", "records", "tokens", "timers"} <= set(tables)
+            present: dict[str, bytes] = {}
+            for table in tables:
+                rows = conn.execute(f"SELECT t::text FROM {table} t").fetchall()
+                present[f"{table} (rows as text)"] = "\n".join(r[0] for r in rows).encode()
+                blobs = [r[0] for r in conn.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                    "'public' AND table_name = ? AND data_type = 'bytea'", (table,)
+                ).fetchall()]  # fmt: skip
+                for column in blobs:
+                    values = conn.execute(f"SELECT {column} FROM {table}").fetchall()
+                    present[f"{table}.{column} (bytea)"] = b"".join(
+                        bytes(v[0] or b"") for v in values
+                    )
+            relations = conn.execute(
+                "SELECT c.oid::regclass::text, pg_relation_size(c.oid) / "
+                "current_setting('block_size')::int FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname IN ('public', 'pg_toast') AND c.relkind IN ('r', 'i', 't') "
+                "AND c.relfilenode <> 0 AND pg_relation_size(c.oid) > 0"
+            ).fetchall()
+            for name, blocks in relations:
+                pages = conn.execute(
+                    "SELECT get_raw_page(?, 'main', b) FROM generate_series(0, ? - 1) b",
+                    (name, blocks),
+                ).fetchall()
+                present[f"{name} (raw pages)"] = b"".join(bytes(p[0]) for p in pages)
+        finally:
+            store.close()
+        assert b"dbPassword" in present["vars (raw pages)"], "a vacuous raw-page scan"
+        assert b"TenantApplication" in present["records (rows as text)"], "a vacuous row scan"
+        return present
 
     def sealed_vars(self) -> dict[str, list[bytes]]:
         rows = self.query("SELECT run_id, name, value FROM vars")
@@ -142,16 +208,18 @@ REFUSED = "initech refused"
 
 
 @pytest.fixture
-def scenario(tmp_path: Path) -> Iterator[Scenario]:
-    scenario = Scenario(tmp_path)
+def scenario(tmp_path: Path, db_url: str, db_env: dict[str, str]) -> Iterator[Scenario]:
+    scenario = Scenario(tmp_path, db_url, db_env)
     yield scenario
     scenario.close()
 
 
+@pytest.mark.empty_store  # `db init` makes the store
 def test_the_password_is_never_stored_printed_or_logged_in_plain_text(scenario: Scenario) -> None:
     cli = scenario
     cli("db", "init", "--virtual-clock")
-    cli.keep_wal()
+    if cli.sqlite:
+        cli.keep_wal()
     cli("deploy", str(cli.project / "app.intent"))
     flaky, refused = cli.create(FLAKY, REFUSED)
 
@@ -159,9 +227,16 @@ def test_the_password_is_never_stored_printed_or_logged_in_plain_text(scenario: 
     # initech produced its password and waits to retry provisionApp (attempt 2 at +1m).
     cli("worker", "--until-idle")
     assert set(cli.sealed_vars()) == {refused}
-    key_file = Path(f"{cli.db}.key")
-    assert key_file.is_file()
-    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    if cli.db is not None:  # SQLite: procflow made a key file beside the store, owner-only
+        key_file = Path(f"{cli.db}.key")
+        assert key_file.is_file()
+        assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    else:  # PostgreSQL: the key is the shared PROCFLOW_SECRET_KEY; without it, refused
+        assert not list(cli.project.parent.glob("*.key"))
+        refused_ = cli.run("runs", "list", key=False)
+        assert refused_.returncode != 0
+        assert "PROCFLOW_SECRET_KEY" in refused_.stderr
+        assert "Traceback" not in refused_.stderr
     shown = cli.show(flaky)
     assert shown["tokens"][0]["waiting_for"]["kind"] == "retry"
     assert shown["tokens"][0]["step"] == "createSchema"

@@ -50,15 +50,16 @@ class Pinger:
 class Cli:
     """Runs `procflow` as a user would: one subprocess per command, each waited for."""
 
-    def __init__(self, db: Path) -> None:
-        self.url = f"sqlite:///{db}"
+    def __init__(self, db_url: str, db_env: dict[str, str]) -> None:
+        self.url = db_url
+        self.db_env = db_env  # the shared key on PostgreSQL
         self.pids: dict[str, list[int]] = {}
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PROCFLOW_")}
         proc = subprocess.Popen(
             [sys.executable, "-m", "procflow.cli", *args, "--db", self.url],
-            env={**env, "NO_COLOR": "1"},
+            env={**env, **self.db_env, "NO_COLOR": "1"},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -73,7 +74,7 @@ class Cli:
 
 
 def procflow_processes(marker: str) -> list[str]:
-    """Command lines of live processes mentioning ``marker`` (our database path)."""
+    """Command lines of live processes mentioning ``marker`` (our database URL)."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
@@ -88,13 +89,15 @@ def procflow_processes(marker: str) -> list[str]:
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list processes")
-def test_a_run_waiting_an_hour_is_resumed_by_a_new_worker_process(tmp_path: Path) -> None:
+@pytest.mark.empty_store
+def test_a_run_waiting_an_hour_is_resumed_by_a_new_worker_process(
+    tmp_path: Path, db_url: str, db_env: dict[str, str]
+) -> None:
     project = tmp_path / "project"
     (project / "custom").mkdir(parents=True)
     (project / "app.intent").write_text(APP)
     (project / "custom" / "__init__.py").write_text(DELEGATE)
-    db = tmp_path / "suspended.db"
-    cli = Cli(db)
+    cli = Cli(db_url, db_env)
 
     cli("db", "init", "--virtual-clock")
     cli("deploy", str(project / "app.intent"))
@@ -103,7 +106,7 @@ def test_a_run_waiting_an_hour_is_resumed_by_a_new_worker_process(tmp_path: Path
     (run,) = json.loads(cli("runs", "list", "--json").stdout)
 
     # Suspended: the run waits on its retry timer, and no procflow process is alive.
-    assert procflow_processes(str(db)) == []
+    assert procflow_processes(db_url) == []
     shown = cli.show(run["id"])
     assert shown["status"] == "waiting"
     (token,) = shown["tokens"]
@@ -115,12 +118,12 @@ def test_a_run_waiting_an_hour_is_resumed_by_a_new_worker_process(tmp_path: Path
         "due": "2027-01-01T01:00:00Z",
         "last_error": "the far side is down for an hour",
     }
-    assert procflow_processes(str(db)) == []
+    assert procflow_processes(db_url) == []
 
     cli("clock", "advance", "PT1H")
-    assert procflow_processes(str(db)) == []
+    assert procflow_processes(db_url) == []
     cli("worker", "--until-idle")
-    assert procflow_processes(str(db)) == []
+    assert procflow_processes(db_url) == []
 
     shown = cli.show(run["id"])
     assert shown["status"] == "completed", shown

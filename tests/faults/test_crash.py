@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from procflow.runtime.engine import Engine
+from procflow.store.store import Store
 
 PROJECT = Path(__file__).parent / "crash_project"
 RUNS = 3
@@ -89,9 +89,24 @@ CASES = [
 ]
 
 
-def procflow(db: Path, *args: str, faults: str = "") -> subprocess.CompletedProcess[str]:
+@dataclass(frozen=True)
+class Db:
+    url: str
+    env: dict[str, str]  # what a procflow process needs beyond the URL (the key on PostgreSQL)
+
+    def query(self, sql: str, *args: object) -> list[tuple[object, ...]]:
+        """Rows of one statement on a connection of its own (autocommit on both backends)."""
+        store = Store(self.url)
+        try:
+            cursor = store.conn.execute(sql, args)
+            return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
+        finally:
+            store.close()
+
+
+def procflow(db: Db, *args: str, faults: str = "") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROCFLOW_")}
-    env.update(PROCFLOW_DATABASE_URL=f"sqlite:///{db}", PROCFLOW_LEASE_SECONDS=LEASE_SECONDS)
+    env.update(db.env, PROCFLOW_DATABASE_URL=db.url, PROCFLOW_LEASE_SECONDS=LEASE_SECONDS)
     if faults:
         env["PROCFLOW_FAULTS"] = faults
     return subprocess.run(
@@ -103,32 +118,26 @@ def procflow(db: Path, *args: str, faults: str = "") -> subprocess.CompletedProc
     )
 
 
-def jump_clock(db: Path, seconds: int) -> None:
+def jump_clock(db: Db, seconds: int) -> None:
     """Time passes with no process alive: move the virtual clock without running anything."""
-    with sqlite3.connect(db, isolation_level=None) as conn:
-        conn.execute(
-            "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + ? AS TEXT) "
-            "WHERE key = 'clock_now'",
-            (seconds * 1_000_000,),
-        )
-    conn.close()
+    db.query(
+        "UPDATE meta SET value = CAST(CAST(value AS BIGINT) + ? AS TEXT) WHERE key = 'clock_now'",
+        seconds * 1_000_000,
+    )
 
 
-def wait_for_leases_to_expire(db: Path) -> None:
+def wait_for_leases_to_expire(db: Db) -> None:
     """The dead worker's leases run out after PROCFLOW_LEASE_SECONDS of wall-clock time."""
-    with sqlite3.connect(db) as conn:
-        (until,) = conn.execute("SELECT max(lease_until) FROM runs").fetchone()
-    conn.close()
-    if until is not None:
+    [(until,)] = db.query("SELECT max(lease_until) FROM runs")
+    if isinstance(until, int):
         time.sleep(max(0.0, until / 1_000_000 - time.time() + 0.05))
 
 
-def prepare(tmp_path: Path, phase: str) -> tuple[Path, Path]:
+def prepare(tmp_path: Path, db: Db, phase: str) -> Path:
     """A store with RUNS runs brought to ``phase`` by an in-process engine (no faults)."""
     project = tmp_path / "project"
     shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns("__pycache__"))
-    db = tmp_path / "crash.db"
-    engine = Engine.virtual(str(db), environ={})
+    engine = Engine.virtual(db.url, environ=db.env)
     try:
         engine.deploy(str(project / "app.intent"))
         for i in range(RUNS):
@@ -140,7 +149,7 @@ def prepare(tmp_path: Path, phase: str) -> tuple[Path, Path]:
     finally:
         engine.close()
     jump_clock(db, {"start": 0, "retry": 10, "error": 20}[phase])
-    return project, db
+    return project
 
 
 def effects(project: Path) -> list[tuple[str, str, int, str, int]]:
@@ -157,21 +166,22 @@ def effects(project: Path) -> list[tuple[str, str, int, str, int]]:
 @dataclass
 class Crash:
     project: Path
-    db: Path
+    db: Db
     before: list[tuple[str, str, int, str, int]]  # effects of the phase's preparation
     during: list[tuple[str, str, int, str, int]]  # effects of the worker that was killed
     crashed_pid: int
     leased: int  # runs whose lease the dead worker still held: the next worker takes them over
 
 
-def crash_and_recover(tmp_path: Path, phase: str, point: str, hit: int) -> Crash:
-    project, db = prepare(tmp_path, phase)
+def crash_and_recover(tmp_path: Path, db: Db, phase: str, point: str, hit: int) -> Crash:
+    project = prepare(tmp_path, db, phase)
     before = effects(project)
     crashed = subprocess.Popen(
         [sys.executable, "-m", "procflow.cli", "worker", "--until-idle"],
         env={
             **{k: v for k, v in os.environ.items() if not k.startswith("PROCFLOW_")},
-            "PROCFLOW_DATABASE_URL": f"sqlite:///{db}",
+            **db.env,
+            "PROCFLOW_DATABASE_URL": db.url,
             "PROCFLOW_LEASE_SECONDS": LEASE_SECONDS,
             "PROCFLOW_FAULTS": f"{point}={hit}",
         },
@@ -182,11 +192,8 @@ def crash_and_recover(tmp_path: Path, phase: str, point: str, hit: int) -> Crash
     _, err = crashed.communicate(timeout=60)
     assert crashed.returncode == -9, f"the worker was meant to die at {point}={hit}: {err}"
     during = effects(project)[len(before) :]
-    with sqlite3.connect(db) as conn:
-        (leased,) = conn.execute(
-            "SELECT count(*) FROM runs WHERE lease_owner LIKE ?", (f"%:{crashed.pid}",)
-        ).fetchone()
-    conn.close()
+    [(leased,)] = db.query("SELECT count(*) FROM runs WHERE lease_owner LIKE ?", f"%:{crashed.pid}#%")
+    assert isinstance(leased, int)
 
     wait_for_leases_to_expire(db)
     recovery = procflow(db, "worker", "--until-idle")
@@ -196,37 +203,65 @@ def crash_and_recover(tmp_path: Path, phase: str, point: str, hit: int) -> Crash
     return Crash(project, db, before, during, crashed.pid, leased)
 
 
+Case = tuple[str, str, str, int]  # backend, phase, point, hit
+
+
 @pytest.fixture(scope="module")
 def crashes(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> dict[tuple[str, str, int], Future[Crash]]:
-    """Every selected case, run side by side: they share nothing but the CPU, and mostly wait."""
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    backend_envs: dict[str, dict[str, str]],
+) -> dict[Case, Future[Crash]]:
+    """Every selected case on every selected backend, run side by side: they share nothing but
+    the CPU, and mostly wait."""
     selected = {
-        (i.callspec.params["phase"], i.callspec.params["point"], i.callspec.params["hit"])
+        tuple(i.callspec.params[k] for k in ("backend", "phase", "point", "hit"))
         for i in request.session.items
         if getattr(i, "originalname", "") == "test_a_killed_worker_loses_and_duplicates_nothing"
     }
+    pg = None
+    if any(case[0] == "postgresql" for case in selected):
+        pg = request.getfixturevalue("pg_databases")
+    made: list[str] = []
+
+    def store(backend: str, tmp_path: Path) -> Db:
+        if backend == "sqlite":
+            return Db(f"sqlite:///{tmp_path / 'crash.db'}", backend_envs[backend])
+        assert pg is not None
+        made.append(pg.create())
+        return Db(made[-1], backend_envs[backend])
+
     pool = ThreadPoolExecutor(max_workers=3)
-    request.addfinalizer(pool.shutdown)
-    return {
-        case: pool.submit(crash_and_recover, tmp_path_factory.mktemp("crash"), *case)
-        for case in CASES
-        if case in selected
-    }
+
+    def finish() -> None:
+        pool.shutdown()
+        for url in made:
+            assert pg is not None
+            pg.drop(url)
+
+    request.addfinalizer(finish)
+    out: dict[Case, Future[Crash]] = {}
+    for backend in ("postgresql", "sqlite"):  # PostgreSQL's first: its cases take longer
+        for case in CASES:
+            if (backend, *case) in selected:
+                tmp_path = tmp_path_factory.mktemp("crash")
+                db = store(backend, tmp_path)
+                out[(backend, *case)] = pool.submit(crash_and_recover, tmp_path, db, *case)
+    return out
 
 
 @pytest.mark.parametrize(
     ("phase", "point", "hit"), CASES, ids=[f"{p}-{f}={n}" for p, f, n in CASES]
 )
 def test_a_killed_worker_loses_and_duplicates_nothing(
-    crashes: dict[tuple[str, str, int], Future[Crash]], phase: str, point: str, hit: int
+    crashes: dict[Case, Future[Crash]], backend: str, phase: str, point: str, hit: int
 ) -> None:
-    crash = crashes[(phase, point, hit)].result()
+    crash = crashes[(backend, phase, point, hit)].result()
     assert all(pid == crash.crashed_pid for *_, pid in crash.during)
     # Killed mid-batch, it held every run's lease; killed after committing waits, none.
     assert crash.leased == (0 if (phase, point) == ("retry", "after_commit") else RUNS)
 
-    engine = Engine(f"sqlite:///{crash.db}", environ={})
+    engine = Engine(crash.db.url, environ=crash.db.env)
     try:
         assert engine.work(until_idle=True) == 0, "work was left over"
         runs = engine.list_runs()

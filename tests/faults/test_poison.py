@@ -38,11 +38,13 @@ class Make:
 """
 
 
-def test_a_var_value_that_is_not_json_fails_its_step_and_nothing_else(tmp_path: Path) -> None:
+def test_a_var_value_that_is_not_json_fails_its_step_and_nothing_else(
+    tmp_path: Path, db_url: str, db_env: dict[str, str]
+) -> None:
     (tmp_path / "custom").mkdir()
     (tmp_path / "custom" / "__init__.py").write_text(DELEGATE)
     (tmp_path / "app.intent").write_text(APP)
-    engine = Engine.virtual(str(tmp_path / "poison.db"), environ={})
+    engine = Engine.virtual(db_url, environ=db_env)
     try:
         engine.deploy(str(tmp_path / "app.intent"))
         good = engine.create_record("Job", {"title": "good"})

@@ -3,11 +3,11 @@ left alone by the batch's commit; the other runs of the batch commit normally.""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 from procflow.runtime.engine import Engine
+from procflow.store.store import Store
 
 APP = """\
 name: chain
@@ -35,27 +35,27 @@ def Step(ctx):
 """
 
 
-def test_a_lost_lease_or_a_cancel_mid_batch_leaves_that_run_alone(tmp_path: Path) -> None:
+def test_a_lost_lease_or_a_cancel_mid_batch_leaves_that_run_alone(
+    tmp_path: Path, db_url: str
+) -> None:
     project = tmp_path / "project"
     (project / "custom").mkdir(parents=True)
     (project / "custom" / "__init__.py").write_text(DELEGATES)
     (project / "app.intent").write_text(APP)
-    db = tmp_path / "chain.db"
-    engine = Engine.virtual(str(db), project_dir=str(project))
+    engine = Engine.virtual(db_url, project_dir=str(project))
     engine.deploy(str(project / "app.intent"))
     for title in ("plain", "stolen", "cancelled", "plain too"):
         engine.create_record("Job", {"title": title})
     runs = {r.business_key: r.id for r in engine.list_runs()}
     stolen, cancelled = runs["2"], runs["3"]
-    other = Engine(f"sqlite:///{db}", project_dir=str(project))
+    other = Engine(db_url, project_dir=str(project))
+    outside = Store(db_url)  # a connection of its own, behind the engines' backs
 
     def hook(ctx: Any) -> None:  # in the second round, behind the worker's back
         if ctx.step != "s2" or ctx.run_id not in (stolen, cancelled):
             return
         if ctx.run_id == stolen:
-            with sqlite3.connect(db) as conn:
-                conn.execute("UPDATE runs SET lease_owner='thief' WHERE id=?", (stolen,))
-            conn.close()
+            outside.conn.execute("UPDATE runs SET lease_owner='thief' WHERE id=?", (stolen,))
         else:
             other.cancel(cancelled)
 
@@ -77,12 +77,13 @@ def test_a_lost_lease_or_a_cancel_mid_batch_leaves_that_run_alone(tmp_path: Path
     # The stolen run: s1 committed, s2's transition discarded; the thief holds it now.
     assert ("step.completed", "s1") in steps(stolen)
     assert ("step.started", "s2") not in steps(stolen)
-    with sqlite3.connect(db) as conn:
-        row = conn.execute("SELECT status, lease_owner FROM runs WHERE id=?", (stolen,)).fetchone()
-    conn.close()
-    assert row == ("running", "thief")
+    row = outside.conn.execute(
+        "SELECT status, lease_owner FROM runs WHERE id=?", (stolen,)
+    ).fetchone()
+    assert tuple(row) == ("running", "thief")
     # The cancelled run stays cancelled: the batch did not resurrect it.
     assert engine.show(cancelled)["status"] == "cancelled"
     assert ("step.started", "s2") not in steps(cancelled)
+    outside.close()
     other.close()
     engine.close()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -157,12 +156,12 @@ def ReadsUnset(ctx):
 class Project:
     """A temp project: an intent file, its delegates, and a virtual-clock engine."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, db_url: str) -> None:
         self.root = root
         (root / "custom").mkdir(parents=True, exist_ok=True)
         (root / "custom" / "__init__.py").write_text(DELEGATES)
         self.file = root / "app.intent"
-        self.engine = Engine.virtual(str(root / "t.db"))
+        self.engine = Engine.virtual(db_url)
 
     def write(self, processes: str) -> str:
         self.file.write_text(ENTITIES + textwrap.indent(textwrap.dedent(processes), "  "))
@@ -204,11 +203,8 @@ class Project:
         return [h for h in entries if type_ is None or h["type"] == type_]
 
     def count(self, table: str) -> int:
-        conn = sqlite3.connect(self.root / "t.db")
-        try:
-            return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-        finally:
-            conn.close()
+        row = self.engine.store.conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+        return int(row[0])
 
     def snapshot(self) -> tuple[Any, ...]:
         """Everything a rejected request must leave untouched."""
@@ -223,8 +219,8 @@ class Project:
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Iterator[Project]:
-    p = Project(tmp_path)
+def project(tmp_path: Path, db_url: str) -> Iterator[Project]:
+    p = Project(tmp_path, db_url)
     yield p
     p.engine.close()
 

@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import procflow
 from procflow.testing import fake_delegate
+
+# On SQLite these tests use procflow.testing's own `engine` fixture (the one users get); on
+# PostgreSQL, an engine on the test's database.
+
+
+@pytest.fixture
+def engine(engine: procflow.Engine, db_url: str) -> Iterator[procflow.Engine]:
+    if db_url.startswith("sqlite"):
+        yield engine
+        return
+    eng = procflow.Engine.virtual(db_url)
+    try:
+        yield eng
+    finally:
+        eng.close()
+
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "provisioning"
 

@@ -8,13 +8,14 @@ it costs rows, never a process.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Self
 
@@ -64,6 +65,9 @@ class Engine:
         self.url = url or self.environ.get("PROCFLOW_DATABASE_URL") or DEFAULT_URL
         self.project_dir = project_dir or self.environ.get("PROCFLOW_PROJECT") or None
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
+        # The lease owner is unique per engine, not just per --id: a frozen process whose id was
+        # reused by its replacement must still fail the lease check when it wakes up.
+        self.lease_owner = f"{self.worker_id}#{uuid.uuid4().hex[:8]}"
         self.batch = batch
         lease = lease_seconds or float(self.environ.get("PROCFLOW_LEASE_SECONDS", "30"))
         self.lease = int(lease * 1_000_000)
@@ -149,6 +153,7 @@ class Engine:
         refuse_unsupported(definition)
         project = self.project_dir or definition.project_dir
         with self.store.tx() as tx:
+            tx.lock_deploys()  # a concurrent deploy waits, then sees this one's versions
             return deploy(tx, definition, source, definition.file, project, self.now())
 
     def compiled(self, version_id: int, tx: Tx | None = None) -> Compiled:
@@ -204,6 +209,7 @@ class Engine:
             assert decl is not None
             record = new_record(app, decl, data, exists=tx.record_exists)
             pk = decl.primary_key.name
+            tx.lock_record_ids(entity)  # a concurrent create of the same id waits, then is refused
             if record.get(pk) is None:
                 record[pk] = tx.next_record_id(entity)
             elif tx.record_exists(entity, record[pk]):
@@ -218,7 +224,7 @@ class Engine:
             app = self.application_of(entity, tx)
             decl = app.entity(entity)
             assert decl is not None
-            row = tx.record(entity, id_)
+            row = tx.record(entity, id_, lock=True)  # a concurrent write waits: none is lost
             if row is None:
                 raise NotFoundError(f"no [{entity}] record with id {id_}")
             record = patch_record(app, decl, row.data, patch, exists=tx.record_exists)
@@ -230,7 +236,7 @@ class Engine:
     def delete_record(self, entity: str, id_: int) -> None:
         with self.store.tx() as tx:
             app = self.application_of(entity, tx)
-            row = tx.record(entity, id_)
+            row = tx.record(entity, id_, lock=True)
             if row is None:
                 raise NotFoundError(f"no [{entity}] record with id {id_}")
             now = self.now()
@@ -431,6 +437,9 @@ class Engine:
         wait = fallback
         if due is not None and not self.is_virtual:
             wait = min(wait, max(0.0, (due - system_now()) / 1_000_000))
+        expiry = self.store.read().next_lease_expiry()  # a dead worker's runs: take them over
+        if expiry is not None:
+            wait = min(wait, max(0.0, (expiry - system_now()) / 1_000_000 + 0.01))
         if self.store.dialect == "postgresql":
             if self._listener is None:
                 from procflow.store.pg import Listener
@@ -456,11 +465,12 @@ class Engine:
         wall = system_now()
         with self.store.tx() as tx:
             fired = self._fire_timers(tx, now, wall)
-            claimed = tx.claim_runs(self.worker_id, wall, wall + self.lease, self.batch)
+            claimed = tx.claim_runs(self.lease_owner, wall, wall + self.lease, self.batch)
             tokens = tx.tokens_of_runs([r.id for r in claimed])
             records = self._records_of(tx, claimed)
         if not claimed:
             return fired
+        faults.point("after_claim")  # leases taken, nothing run: they must expire elsewhere
         with self._held_lock:
             self._held.update(r.id for r in claimed)
         by_run: dict[str, dict[int, TokenRow]] = {r.id: {} for r in claimed}
@@ -495,7 +505,7 @@ class Engine:
     def _hand_back(self, run_ids: list[str]) -> None:
         """Graceful stop: release leases now so another worker need not wait for expiry."""
         with self.store.tx() as tx:
-            tx.release_leases(self.worker_id, run_ids)
+            tx.release_leases(self.lease_owner, run_ids)
 
     def _records_of(self, tx: Tx, runs: list[RunRow]) -> dict[tuple[str, int], dict[str, Any]]:
         """The trigger records of ``runs`` (those not run on a snapshot), one query per entity."""
@@ -569,7 +579,7 @@ class Engine:
             return set()
         faults.point("before_commit")
         wall = system_now()
-        owner, until = self.worker_id, wall + self.lease
+        owner, until = self.lease_owner, wall + self.lease
         images = [run_image(rc.run) for rc, _ in batch]
         with self.store.tx() as tx:
             # The lease check is the run rows' update itself, guarded by the lease: when every
@@ -582,13 +592,13 @@ class Engine:
                 accepted = tx.leases_held(accepted, owner, wall)
                 self._save_runs(tx, batch, images, accepted, wall)
             history: list[tuple[str, HistoryRow]] = []
-            updates: list[TokenRow] = []
+            rows = _Rows()
             for rc, tr in batch:
                 if rc.run.id not in accepted:
                     continue  # lease lost, or the run was cancelled meanwhile: change nothing
-                self._apply(tx, rc, tr, now, updates)
+                self._apply(tx, rc, tr, now, rows)
                 history.extend((rc.run.id, h) for h in tr.history)
-            tx.update_tokens(updates)
+            rows.write(tx)
             tx.append_history_many(history)
         for (rc, _), image in zip(batch, images, strict=True):
             if rc.run.id in accepted and (
@@ -621,23 +631,19 @@ class Engine:
             elif image == rc.saved and rc.lease_until - wall > self.lease // 2:
                 seq_only.append(rc.run)
             else:
-                full.append((rc.run, image, until, self.worker_id))
-        return tx.save_held_runs(full, seq_only, self.worker_id, wall)
+                full.append((rc.run, image, until, self.lease_owner))
+        return tx.save_held_runs(full, seq_only, self.lease_owner, wall)
 
-    def _apply(self, tx: Tx, rc: RunCtx, tr: Transition, now: int, updates: list[TokenRow]) -> None:
+    def _apply(self, tx: Tx, rc: RunCtx, tr: Transition, now: int, rows: _Rows) -> None:
         run_id = rc.run.id
         for token in tr.tokens_insert:
             tx.insert_token(token)
             assert token.id is not None
             rc.tokens[token.id] = token
-        updates.extend(t for t in tr.tokens_update if t.id not in tr.tokens_delete)
-        if tr.tokens_delete:
-            tx.delete_tokens(tr.tokens_delete)
-        if tr.timers_drop:
-            tx.delete_timers_of_tokens(tr.timers_drop)
-        if tr.timers:
-            tx.insert_timers([(run_id, t.id, kind, due) for t, kind, due in tr.timers if t.id])
-            tx.notify()  # an idle worker may be sleeping until a later due time
+        rows.token_updates.extend(t for t in tr.tokens_update if t.id not in tr.tokens_delete)
+        rows.token_deletes.extend(tr.tokens_delete)
+        rows.timer_drops.extend(tr.timers_drop)
+        rows.timers.extend((run_id, t.id, kind, due) for t, kind, due in tr.timers if t.id)
         for name, value in tr.vars_set.items():
             tx.set_var(run_id, name, self.cipher.encrypt(run_id, name, value))
         for name in tr.vars_clear:
@@ -652,7 +658,7 @@ class Engine:
     def _apply_record_write(self, tx: Tx, tr: Transition, now: int) -> None:
         write = tr.record_write
         assert write is not None
-        current = tx.record(write.entity, write.id)
+        current = tx.record(write.entity, write.id, lock=True)
         if current is None:
             return  # deleted meanwhile; deleting it cancelled this run, so nothing is lost
         changed = {k: v for k, v in write.after.items() if write.before.get(k) != v}
@@ -667,20 +673,51 @@ class Engine:
         """Renew the leases of runs this worker holds while long attempts run."""
 
         def beat() -> None:
-            store = Store(self.url)
+            store: Store | None = None
             try:
                 while not stop.wait(self.lease / 3_000_000):
                     with self._held_lock:
                         held = list(self._held)
-                    if held:
+                    if not held:
+                        continue
+                    try:
+                        store = store or Store(self.url)
                         with store.tx() as tx:
-                            tx.renew_leases(self.worker_id, held, system_now() + self.lease)
+                            tx.renew_leases(self.lease_owner, held, system_now() + self.lease)
+                    except Exception:  # a missed beat is made up by the next: never stop beating
+                        if store is not None:
+                            with contextlib.suppress(Exception):
+                                store.close()
+                        store = None
             finally:
-                store.close()
+                if store is not None:
+                    store.close()
 
         thread = threading.Thread(target=beat, name="procflow-heartbeat", daemon=True)
         thread.start()
         return thread
+
+
+@dataclass
+class _Rows:
+    """Token and timer writes of a commit's transitions, gathered to be written a statement per
+    kind for the whole batch (each run's tokens and timers are its own: the order between runs
+    does not matter; within a run, old timers are dropped before new ones are armed)."""
+
+    token_updates: list[TokenRow] = field(default_factory=list)
+    token_deletes: list[int] = field(default_factory=list)
+    timer_drops: list[int] = field(default_factory=list)
+    timers: list[tuple[str, int, str, int]] = field(default_factory=list)
+
+    def write(self, tx: Tx) -> None:
+        tx.update_tokens(self.token_updates)
+        if self.token_deletes:
+            tx.delete_tokens(self.token_deletes)
+        if self.timer_drops:
+            tx.delete_timers_of_tokens(self.timer_drops)
+        if self.timers:
+            tx.insert_timers(self.timers)
+            tx.notify()  # an idle worker may be sleeping until a later due time
 
 
 def refuse_unsupported(definition: Application | Flow) -> None:

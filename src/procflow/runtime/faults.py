@@ -1,4 +1,8 @@
-"""Fault injection at named points of the runtime, for crash tests. A no-op in production.
+"""Fault injection at named points of the runtime, for crash tests. A no-op in production
+(``point`` returns at its first test unless a plan is set).
+
+Points: ``after_claim`` (leases taken, nothing run), ``before_delegate``, ``after_delegate`` (the
+side effect happened, nothing committed), ``before_commit``, ``after_commit``.
 
 ``PROCFLOW_FAULTS="after_delegate=2,before_commit=1"`` makes the process kill itself with
 SIGKILL the 2nd time it reaches ``after_delegate``. Nothing is flushed or cleaned up: exactly
@@ -10,13 +14,29 @@ from __future__ import annotations
 import os
 import signal
 
-POINTS = ("before_delegate", "after_delegate", "before_commit", "after_commit")
+POINTS = ("after_claim", "before_delegate", "after_delegate", "before_commit", "after_commit")
 
 _plan: dict[str, int] = {}
-for _item in filter(None, os.environ.get("PROCFLOW_FAULTS", "").split(",")):
-    _name, _, _count = _item.partition("=")
-    _plan[_name.strip()] = int(_count or "1")
-enabled = bool(_plan)
+enabled = False
+
+
+def configure(spec: str) -> None:
+    """Set the plan (``"point=n,..."``; empty: none). Read from ``PROCFLOW_FAULTS`` at import; a
+    test that forks workers from a warm process sets each child's plan with this."""
+    global enabled
+    plan: dict[str, int] = {}
+    for item in filter(None, spec.split(",")):
+        name, _, count = item.partition("=")
+        plan[name.strip()] = int(count or "1")
+    unknown = sorted(plan.keys() - set(POINTS))
+    if unknown:  # a misspelt point would silently never fire
+        raise ValueError(f"PROCFLOW_FAULTS names unknown fault points {unknown}; known: {POINTS}")
+    _plan.clear()
+    _plan.update(plan)
+    enabled = bool(plan)
+
+
+configure(os.environ.get("PROCFLOW_FAULTS", ""))
 
 
 def point(name: str) -> None:

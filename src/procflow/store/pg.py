@@ -28,6 +28,12 @@ def translate(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+@lru_cache(maxsize=64)
+def translate_binary(sql: str) -> str:
+    """As :func:`translate`, with every parameter sent in binary (``%b``)."""
+    return sql.replace("%", "%%").replace("?", "%b")
+
+
 def pool(url: str) -> ConnectionPool[psycopg.Connection[Any]]:
     with _pools_lock:
         found = _pools.get(url)
@@ -49,6 +55,11 @@ class PgConnection:
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
         return self.conn.execute(translate(sql), params)
+
+    def execute_binary(self, sql: str, params: Sequence[Any]) -> psycopg.Cursor[Any]:
+        """Parameters in binary: the store's batch statements pass arrays (``unnest``), and an
+        array of text in binary needs no escaping (some 20 times cheaper to build than text)."""
+        return self.conn.execute(translate_binary(sql), params)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> psycopg.Cursor[Any]:
         cur = self.conn.cursor()

@@ -139,8 +139,13 @@ class Store:
 
     def schema_version(self) -> int | None:
         if self.dialect == "postgresql":
-            row = self.conn.execute("SELECT to_regclass('meta')").fetchone()
-            exists = row is not None and row[0] is not None
+            # A catalog query, not to_regclass(): that reads the backend's name cache, which
+            # still says "no meta" after another session's schema commit seen mid-transaction.
+            row = self.conn.execute(
+                "SELECT 1 FROM pg_catalog.pg_tables "
+                "WHERE schemaname = current_schema() AND tablename = 'meta'"
+            ).fetchone()
+            exists = row is not None
         else:
             exists = (
                 self.conn.execute(
@@ -159,8 +164,16 @@ class Store:
             return False
         name = f"schema_{self.dialect}_{SCHEMA_VERSION}.sql"
         script = resources.files("procflow.store.sql").joinpath(name).read_text()
-        self.conn.executescript(f"BEGIN;\n{script}\nCOMMIT;")
+        if self.dialect == "sqlite":
+            self.conn.executescript(f"BEGIN;\n{script}\nCOMMIT;")
         with self.tx() as tx:
+            if self.dialect == "postgresql":
+                # Workers starting at once on an empty database: one creates the schema (DDL and
+                # meta in one transaction), the others wait here and then find it made.
+                tx.c.execute("SELECT pg_advisory_xact_lock(hashtext('procflow:schema'))")
+                if self.schema_version() is not None:
+                    return False
+                self.conn.executescript(script)
             tx.meta_set("schema_version", str(SCHEMA_VERSION))
             tx.meta_set("clock", "virtual" if virtual_clock else "system")
             if virtual_clock:
@@ -310,10 +323,13 @@ class Tx:
 
     # --- records ----------------------------------------------------------------------------
 
-    def record(self, entity: str, id_: int) -> RecordRow | None:
+    def record(self, entity: str, id_: int, *, lock: bool = False) -> RecordRow | None:
+        """The record; ``lock``: locked until commit, for a read-modify-write (PostgreSQL;
+        SQLite's write lock already serialises writers)."""
         row = self.c.execute(
             "SELECT entity, id, data, owner, created_at, updated_at FROM records "
-            "WHERE entity=? AND id=?",
+            "WHERE entity=? AND id=?"
+            + (" FOR UPDATE" if lock and self.dialect == "postgresql" else ""),
             (entity, id_),
         ).fetchone()
         return None if row is None else RecordRow(row[0], row[1], json.loads(row[2]), *row[3:])
@@ -345,9 +361,20 @@ class Tx:
         ).fetchone()
         return row is not None
 
-    def next_record_id(self, entity: str) -> int:
-        if self.dialect == "postgresql":  # serialise id assignment per entity until commit
+    def lock_deploys(self) -> None:
+        """One deploy at a time until commit (PostgreSQL; SQLite's write lock already does):
+        version numbers and the unchanged-source check are read, then written."""
+        if self.dialect == "postgresql":
+            self.c.execute("SELECT pg_advisory_xact_lock(hashtext('procflow:deploy'))")
+
+    def lock_record_ids(self, entity: str) -> None:
+        """Serialise id assignment and duplicate-id checks per entity until commit (PostgreSQL;
+        SQLite's write lock already does)."""
+        if self.dialect == "postgresql":
             self.c.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (f"records:{entity}",))
+
+    def next_record_id(self, entity: str) -> int:
+        self.lock_record_ids(entity)
         row = self.c.execute("SELECT max(id) FROM records WHERE entity=?", (entity,)).fetchone()
         return int(row[0] or 0) + 1
 
@@ -469,6 +496,22 @@ class Tx:
         "lease_owner=?, lease_until=? WHERE id=?" + _HELD
     )
     _SEQ_HELD = "UPDATE runs SET seq=? WHERE id=?" + _HELD
+    # PostgreSQL: one statement for the whole batch (arrays unnested), not one per row.
+    _HELD_PG = (
+        " WHERE r.id=u.id AND r.lease_owner=? AND r.lease_until>=? "
+        "AND r.status IN ('running','waiting','failed')"
+    )
+    _SAVE_HELD_PG = (
+        "UPDATE runs AS r SET status=u.status, ended_at=u.ended_at, state=u.state, "
+        "output=u.output, error=u.error, seq=u.seq, lease_owner=u.lease_owner, "
+        "lease_until=u.lease_until FROM unnest(?::text[], ?::bigint[], ?::text[], ?::text[], "
+        "?::text[], ?::bigint[], ?::text[], ?::bigint[], ?::text[]) AS u(status, ended_at, "
+        "state, output, error, seq, lease_owner, lease_until, id)" + _HELD_PG
+    )
+    _SEQ_HELD_PG = (
+        "UPDATE runs AS r SET seq=u.seq FROM unnest(?::bigint[], ?::text[]) AS u(seq, id)"
+        + _HELD_PG
+    )
 
     def save_held_runs(
         self,
@@ -482,15 +525,24 @@ class Tx:
         column written; ``seq_only``: runs whose row changed in ``seq`` alone (the hot path: a
         narrow update that touches no index)."""
         matched = 0
+        pg = self.dialect == "postgresql"
         if full:
             rows = [
-                (*image, run.seq, lease_owner, lease_until, run.id, owner, now)
+                (*image, run.seq, lease_owner, lease_until, run.id)
                 for run, image, lease_until, lease_owner in full
             ]
-            matched += self.c.executemany(self._SAVE_HELD, rows).rowcount
+            if pg:
+                cur = self.c.execute_binary(self._SAVE_HELD_PG, (*_columns(rows, 9), owner, now))
+            else:
+                cur = self.c.executemany(self._SAVE_HELD, [(*r, owner, now) for r in rows])
+            matched += cur.rowcount
         if seq_only:
-            rows_seq = [(run.seq, run.id, owner, now) for run in seq_only]
-            matched += self.c.executemany(self._SEQ_HELD, rows_seq).rowcount
+            rows_seq = [(run.seq, run.id) for run in seq_only]
+            if pg:
+                cur = self.c.execute_binary(self._SEQ_HELD_PG, (*_columns(rows_seq, 2), owner, now))
+            else:
+                cur = self.c.executemany(self._SEQ_HELD, [(*r, owner, now) for r in rows_seq])
+            matched += cur.rowcount
         return matched
 
     def savepoint(self, name: str) -> None:
@@ -528,10 +580,16 @@ class Tx:
         return [self._run(r) for r in rows]
 
     def renew_leases(self, owner: str, run_ids: Iterable[str], lease_until: int) -> None:
+        """Extend the leases ``owner`` still holds (the heartbeat). A row locked meanwhile is
+        skipped, never waited for: the lock is this worker's own commit (which renews a lease
+        past half its time; the next beat renews the others) or a claim of a lease already
+        expired. Waiting on the commit, whose run-row update may in turn wait on rows this
+        statement has locked, deadlocks (PostgreSQL)."""
         for chunk in _chunks(list(run_ids), 500):
             marks = ",".join("?" * len(chunk))
             self.c.execute(
-                f"UPDATE runs SET lease_until=? WHERE lease_owner=? AND id IN ({marks})",
+                "UPDATE runs SET lease_until=? WHERE id IN (SELECT id FROM runs WHERE "
+                f"lease_owner=? AND id IN ({marks}){self._skip_locked})",
                 (lease_until, owner, *chunk),
             )
 
@@ -589,19 +647,38 @@ class Tx:
         t.id = int(row[0])
         return t.id
 
+    _UPDATE_TOKENS_PG = (
+        "UPDATE tokens AS t SET step=u.step, path=u.path, state=u.state, attempt=u.attempt, "
+        "since=u.since, wait=u.wait, data=u.data FROM unnest(?::text[], ?::text[], ?::text[], "
+        "?::bigint[], ?::bigint[], ?::text[], ?::text[], ?::bigint[]) AS u(step, path, state, "
+        "attempt, since, wait, data, id) WHERE t.id=u.id"
+    )
+
     def update_tokens(self, tokens: Sequence[TokenRow]) -> None:
-        self.c.executemany(
-            "UPDATE tokens SET step=?, path=?, state=?, attempt=?, since=?, wait=?, data=? "
-            "WHERE id=?",
-            [
-                (t.step, t.path, t.state, t.attempt, t.since, _none_or_dumps(t.wait),
-                 _dumps(t.data), t.id)
-                for t in tokens
-            ],
-        )  # fmt: skip
+        rows = [
+            (t.step, t.path, t.state, t.attempt, t.since, _none_or_dumps(t.wait), _dumps(t.data),
+             t.id)
+            for t in tokens
+        ]  # fmt: skip
+        if self.dialect != "postgresql":
+            self.c.executemany(
+                "UPDATE tokens SET step=?, path=?, state=?, attempt=?, since=?, wait=?, data=? "
+                "WHERE id=?",
+                rows,
+            )
+        elif rows:
+            # One statement per batch; a token listed twice keeps its last image, as it would
+            # row by row (an UPDATE ... FROM joins each target row to one source row only).
+            last = list({r[7]: r for r in rows}.values())
+            self.c.execute_binary(self._UPDATE_TOKENS_PG, _columns(last, 8))
 
     def delete_tokens(self, token_ids: Sequence[int]) -> None:
-        self.c.executemany("DELETE FROM tokens WHERE id=?", [(i,) for i in token_ids])
+        if self.dialect == "postgresql":
+            self.c.execute_binary(
+                "DELETE FROM tokens WHERE id = ANY(?::bigint[])", [list(token_ids)]
+            )
+        else:
+            self.c.executemany("DELETE FROM tokens WHERE id=?", [(i,) for i in token_ids])
 
     def delete_run_tokens(self, run_id: str) -> None:
         self.c.execute("DELETE FROM tokens WHERE run_id=?", (run_id,))
@@ -615,7 +692,12 @@ class Tx:
         )
 
     def delete_timers_of_tokens(self, token_ids: Sequence[int]) -> None:
-        self.c.executemany("DELETE FROM timers WHERE token_id=?", [(i,) for i in token_ids])
+        if self.dialect == "postgresql":
+            self.c.execute_binary(
+                "DELETE FROM timers WHERE token_id = ANY(?::bigint[])", [list(token_ids)]
+            )
+        else:
+            self.c.executemany("DELETE FROM timers WHERE token_id=?", [(i,) for i in token_ids])
 
     def delete_run_timers(self, run_id: str) -> None:
         self.c.execute("DELETE FROM timers WHERE run_id=?", (run_id,))
@@ -642,6 +724,13 @@ class Tx:
     def delete_timer(self, timer_id: int) -> None:
         self.c.execute("DELETE FROM timers WHERE id=?", (timer_id,))
 
+    def next_lease_expiry(self) -> int | None:
+        """When the first lease on ready work runs out (a crashed worker's runs come back)."""
+        row = self.c.execute(
+            "SELECT min(lease_until) FROM runs WHERE status='running' AND lease_until IS NOT NULL"
+        ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
     def next_due(self) -> int | None:
         row = self.c.execute("SELECT min(due_at) FROM timers").fetchone()
         return None if row is None or row[0] is None else int(row[0])
@@ -656,25 +745,28 @@ class Tx:
 
     # --- history ----------------------------------------------------------------------------
 
+    _HISTORY = (
+        "INSERT INTO history(run_id, seq, at, type, step, path, attempt, data) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+    _HISTORY_PG = (
+        "INSERT INTO history(run_id, seq, at, type, step, path, attempt, data) "
+        "SELECT * FROM unnest(?::text[], ?::bigint[], ?::bigint[], ?::text[], ?::text[], "
+        "?::text[], ?::bigint[], ?::text[])"
+    )
+
     def append_history(self, run_id: str, entries: Sequence[HistoryRow]) -> None:
-        self.c.executemany(
-            "INSERT INTO history(run_id, seq, at, type, step, path, attempt, data) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (run_id, h.seq, h.at, h.type, h.step, h.path, h.attempt, _none_or_dumps(h.data))
-                for h in entries
-            ],
-        )
+        self.append_history_many([(run_id, h) for h in entries])
 
     def append_history_many(self, rows: Sequence[tuple[str, HistoryRow]]) -> None:
-        self.c.executemany(
-            "INSERT INTO history(run_id, seq, at, type, step, path, attempt, data) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (run_id, h.seq, h.at, h.type, h.step, h.path, h.attempt, _none_or_dumps(h.data))
-                for run_id, h in rows
-            ],
-        )
+        values = [
+            (run_id, h.seq, h.at, h.type, h.step, h.path, h.attempt, _none_or_dumps(h.data))
+            for run_id, h in rows
+        ]
+        if self.dialect != "postgresql":
+            self.c.executemany(self._HISTORY, values)
+        elif values:  # one statement for the batch (arrays unnested), not one per row
+            self.c.execute_binary(self._HISTORY_PG, _columns(values, 8))
 
     def history(self, run_id: str) -> list[HistoryRow]:
         rows = self.c.execute(
@@ -750,6 +842,13 @@ def is_postgres(url: str) -> bool:
 
 def _none_or_dumps(value: Any) -> str | None:
     return None if value is None else _dumps(value)
+
+
+def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
+    """Rows → one list per column (the arrays a PostgreSQL ``unnest`` statement takes)."""
+    if not rows:
+        return [[] for _ in range(width)]
+    return [list(column) for column in zip(*rows, strict=True)]
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:

@@ -61,7 +61,7 @@ CREATE TABLE runs (
     seq           BIGINT NOT NULL DEFAULT 0,
     lease_owner   TEXT,
     lease_until   BIGINT
-);
+) WITH (fillfactor = 80);  -- room on the page: a run's per-step update stays HOT (no index writes)
 CREATE INDEX runs_claimable ON runs (lease_until) WHERE status = 'running';
 CREATE INDEX runs_by_status ON runs (status, started_at);
 CREATE INDEX runs_by_record ON runs (record_entity, record_id);
@@ -76,7 +76,7 @@ CREATE TABLE tokens (
     since    BIGINT NOT NULL,
     wait     TEXT,                     -- JSON: why it waits
     data     TEXT NOT NULL DEFAULT '{}'
-);
+) WITH (fillfactor = 50);  -- short-lived rows updated at every step: keep those updates HOT
 CREATE INDEX tokens_by_run ON tokens (run_id);
 
 CREATE TABLE timers (
