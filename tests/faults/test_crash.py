@@ -192,7 +192,9 @@ def crash_and_recover(tmp_path: Path, db: Db, phase: str, point: str, hit: int) 
     _, err = crashed.communicate(timeout=60)
     assert crashed.returncode == -9, f"the worker was meant to die at {point}={hit}: {err}"
     during = effects(project)[len(before) :]
-    [(leased,)] = db.query("SELECT count(*) FROM runs WHERE lease_owner LIKE ?", f"%:{crashed.pid}#%")
+    [(leased,)] = db.query(
+        "SELECT count(*) FROM runs WHERE lease_owner LIKE ?", f"%:{crashed.pid}#%"
+    )
     assert isinstance(leased, int)
 
     wait_for_leases_to_expire(db)
