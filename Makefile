@@ -47,6 +47,8 @@ test: lint typecheck pytest
 bench: $(STAMP)
 	$(BIN)/python bench/validate_large.py
 	$(BIN)/python bench/throughput.py
+	$(BIN)/python bench/scaleout.py
+	$(BIN)/python bench/wakeup.py
 
 # 4 workers on PostgreSQL advance 1,000 runs while a driver SIGKILLs one every ~200 ms.
 chaos: $(STAMP)

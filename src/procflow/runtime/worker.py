@@ -39,7 +39,7 @@ def run_worker(
             Engine(
                 db_url,
                 project_dir=project_dir,
-                worker_id=(f"{worker_id}/{i}" if worker_id and concurrency > 1 else worker_id),
+                worker_id=_thread_id(worker_id, i) if concurrency > 1 else worker_id,
             )
             for i in range(concurrency)
         ]
@@ -64,3 +64,11 @@ def run_worker(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return sum(totals)
+
+
+def _thread_id(worker_id: str | None, i: int) -> str:
+    """``NAME/i`` for thread i of a ``--concurrency N`` worker (default NAME: host:pid)."""
+    import os
+    import socket
+
+    return f"{worker_id or f'{socket.gethostname()}:{os.getpid()}'}/{i}"
