@@ -164,16 +164,18 @@ class Store:
             return False
         name = f"schema_{self.dialect}_{SCHEMA_VERSION}.sql"
         script = resources.files("procflow.store.sql").joinpath(name).read_text()
-        if self.dialect == "sqlite":
-            self.conn.executescript(f"BEGIN;\n{script}\nCOMMIT;")
         with self.tx() as tx:
+            # Workers starting at once on an empty database: one creates the schema (DDL and
+            # meta in one transaction), the others wait for its lock and then find it made.
             if self.dialect == "postgresql":
-                # Workers starting at once on an empty database: one creates the schema (DDL and
-                # meta in one transaction), the others wait here and then find it made.
                 tx.c.execute("SELECT pg_advisory_xact_lock(hashtext('procflow:schema'))")
-                if self.schema_version() is not None:
-                    return False
+            if self.schema_version() is not None:
+                return False
+            if self.dialect == "postgresql":
                 self.conn.executescript(script)
+            else:  # executescript would commit: run the statements inside BEGIN IMMEDIATE
+                for statement in _statements(script):
+                    self.conn.execute(statement)
             tx.meta_set("schema_version", str(SCHEMA_VERSION))
             tx.meta_set("clock", "virtual" if virtual_clock else "system")
             if virtual_clock:
@@ -834,6 +836,12 @@ def run_image(run: RunRow) -> RunImage:
         run.status, run.ended_at, _dumps(run.state), _none_or_dumps(run.output),
         _none_or_dumps(run.error),
     )  # fmt: skip
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a schema file (no ``;`` inside our statements or comments)."""
+    lines = [line.split("--", 1)[0] for line in script.splitlines()]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
 
 
 def is_postgres(url: str) -> bool:
