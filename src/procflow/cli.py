@@ -457,7 +457,7 @@ def definitions_list(db_url: str, as_json: bool) -> None:
 @click.argument("name")
 @db_option
 def definitions_disable(name: str, db_url: str) -> None:
-    _engine(db_url).disable(name)
+    _engine(db_url).set_enabled(name, False)
     click.echo(f"disabled {name}: no new runs; running ones continue")
 
 
@@ -465,7 +465,7 @@ def definitions_disable(name: str, db_url: str) -> None:
 @click.argument("name")
 @db_option
 def definitions_enable(name: str, db_url: str) -> None:
-    _engine(db_url).disable(name, enabled=True)
+    _engine(db_url).set_enabled(name, True)
     click.echo(f"enabled {name}")
 
 

@@ -680,12 +680,12 @@ def test_deploys_are_versioned_and_runs_stay_pinned(project: Project) -> None:
 
 def test_a_disabled_definition_starts_nothing(project: Project) -> None:
     project.deploy(FLAKY.format(fail_until=0))
-    project.engine.disable("P")
+    project.engine.set_enabled("P", False)
     record = project.create()
     assert project.engine.runs_for_record("Tenant", record["id"]) == []
     with pytest.raises(NotFoundError):
-        project.engine.disable("Nope")
-    project.engine.disable("P", enabled=True)
+        project.engine.set_enabled("Nope", False)
+    project.engine.set_enabled("P", True)
     record = project.create()
     project.engine.work()
     assert project.show(project.run_of(record))["status"] == "completed"
@@ -694,7 +694,7 @@ def test_a_disabled_definition_starts_nothing(project: Project) -> None:
 def test_disabling_a_definition_lets_running_runs_finish(project: Project) -> None:
     project.deploy(FLAKY.format(fail_until=1))
     _, run_id = project.start()
-    project.engine.disable("P")
+    project.engine.set_enabled("P", False)
     project.engine.advance("PT30S")
     assert project.show(run_id)["status"] == "completed"
 

@@ -405,7 +405,8 @@ class Engine:
     def runs_for_record(self, entity: str, id_: int) -> list[RunRow]:
         return self.store.read().runs_for_record(entity, id_)
 
-    def disable(self, name: str, enabled: bool = False) -> None:
+    def set_enabled(self, name: str, enabled: bool) -> None:
+        """A disabled definition starts no new runs; running ones continue."""
         with self.store.tx() as tx:
             if not tx.set_enabled(name, enabled):
                 raise NotFoundError(f"no deployed definition named [{name}]")
