@@ -352,7 +352,10 @@ def parse_at(text: str, pos: int, *, template: bool) -> tuple[Expr, int]:
                 f"unexpected {tok.describe()} after the end of the expression", tok.offset
             )
         end = len(text)
-    _check_height(expr)
+    # Every level of the tree consumes at least one character, so a span no longer than
+    # MAX_DEPTH cannot be too tall: skip the walk for the (common) short expression.
+    if end - pos > MAX_DEPTH:
+        _check_height(expr)
     return expr, end
 
 
