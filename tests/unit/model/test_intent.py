@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from diagnostic_cases import assert_exactly, case
 
 from procflow.model.ir import (
     Application,
@@ -97,15 +98,7 @@ NOT_RUN_FIELD = ["calculatedOnCreate", "calculatedOnUpdate", "pattern", "visible
 def check(text: str, expected: Sequence[str], project: Path) -> None:
     loaded = load_text(text, "t.intent", project_dir=str(project))
     lines = [d.format() for d in loaded.diagnostics]
-    missing = [e for e in expected if not any(e in line for line in lines)]
-    unexpected = [line for line in lines if not any(e in line for e in expected)]
-    assert not missing and not unexpected, (
-        "\nmissing:\n  " + "\n  ".join(missing) + ("\nunexpected:\n  " + "\n  ".join(unexpected))
-    )
-
-
-def case(id: str, text: str, *expected: str) -> object:
-    return pytest.param(text, list(expected), id=id)
+    assert_exactly(lines, expected)
 
 
 FILE = [

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from diagnostic_cases import assert_exactly, case
 
 from procflow.model.intent import compile_intent
 from procflow.model.ir import Application, Decision, Delegate, ServiceTask, UserTask
@@ -145,15 +146,7 @@ def _base_tree() -> YMap:
 def check(text: str, expected: Sequence[str], project: Path) -> None:
     """Every expected substring is reported, and nothing else is."""
     _, lines = diagnostics(text, project)
-    missing = [e for e in expected if not any(e in line for line in lines)]
-    unexpected = [line for line in lines if not any(e in line for e in expected)]
-    assert not missing and not unexpected, (
-        "\nmissing:\n  " + "\n  ".join(missing) + ("\nunexpected:\n  " + "\n  ".join(unexpected))
-    )
-
-
-def case(id: str, text: str, *expected: str) -> object:
-    return pytest.param(text, list(expected), id=id)
+    assert_exactly(lines, expected)
 
 
 VALID = [
