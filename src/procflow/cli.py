@@ -205,9 +205,25 @@ def deploy_cmd(paths: tuple[str, ...], db_url: str, project_dir: str | None) -> 
             click.echo(f"{d.name} → version {d.version}{note}")
 
 
+input_options = [
+    click.option(
+        "--input", "input_pairs", multiple=True, metavar="K=V",
+        help="A flow input, converted by its declared type (repeatable).",
+    ),
+    click.option("--inputs", "inputs_json", help="All flow inputs at once, as a JSON object."),
+]  # fmt: skip
+
+
+def with_inputs(fn: Any) -> Any:
+    for option in reversed(input_options):
+        fn = option(fn)
+    return fn
+
+
 @cli.command("run")
 @click.argument("path")
 @click.option("--record", "record_json", help="The trigger record to create, as JSON.")
+@with_inputs
 @click.option("--process", "process_name", help="Which process (default: the only triggered one).")
 @click.option("--wait", is_flag=True, help="Keep working until the run ends.")
 @db_option
@@ -216,6 +232,8 @@ def deploy_cmd(paths: tuple[str, ...], db_url: str, project_dir: str | None) -> 
 def run_cmd(
     path: str,
     record_json: str | None,
+    input_pairs: tuple[str, ...],
+    inputs_json: str | None,
     process_name: str | None,
     wait: bool,
     db_url: str,
@@ -223,11 +241,18 @@ def run_cmd(
     as_json: bool,
 ) -> None:
     """Deploy PATH, start one run, work until it ends (or only waits on the future)."""
-    from procflow.runtime.oneshot import run_once
+    from procflow.runtime.oneshot import FlowStart, run_once
 
     engine = _engine(db_url, project_dir)
-    data = _json_arg(record_json, "--record")
-    shown = run_once(engine, path, data, process_name, wait=wait)
+    if path.endswith(".flow.yaml") or path.endswith(".flow.yml"):
+        if record_json is not None or process_name is not None:
+            raise UsageError("--record and --process are for intent files; a flow takes --input")
+        start: FlowStart | dict[str, Any] = FlowStart(list(input_pairs), inputs_json)
+    else:
+        if input_pairs or inputs_json is not None:
+            raise UsageError("--input/--inputs are for flows; an intent run takes --record JSON")
+        start = _json_arg(record_json, "--record")
+    shown = run_once(engine, path, start, process_name, wait=wait)
     if as_json:
         _echo_json(shown)
     else:
@@ -241,15 +266,36 @@ def run_cmd(
 
 @cli.command("start")
 @click.argument("name")
-@click.option("--record", "record_ref", required=True, help="ENTITY:ID of the record.")
+@click.option("--record", "record_ref", help="ENTITY:ID of the record (intent processes).")
+@with_inputs
 @db_option
 @project_option
-def start_cmd(name: str, record_ref: str, db_url: str, project_dir: str | None) -> None:
-    """Start a run of a deployed trigger-less process for a record; print its id."""
+def start_cmd(
+    name: str,
+    record_ref: str | None,
+    input_pairs: tuple[str, ...],
+    inputs_json: str | None,
+    db_url: str,
+    project_dir: str | None,
+) -> None:
+    """Start a run of a deployed flow (with inputs) or of a trigger-less process for a record;
+    print its id."""
+    engine = _engine(db_url, project_dir)
+    flow = engine.latest_flow(name)
+    if flow is not None:
+        if record_ref is not None:
+            raise UsageError(f"[{name}] is a flow; it takes --input/--inputs, not --record")
+        from procflow.runtime.inputs import cli_inputs
+
+        click.echo(engine.start_flow(name, cli_inputs(flow, input_pairs, inputs_json)))
+        return
+    if input_pairs or inputs_json is not None:
+        raise UsageError(f"[{name}] is an intent process; it takes --record ENTITY:ID, not inputs")
+    if record_ref is None:
+        raise UsageError(f"[{name}] is an intent process: give the record with --record ENTITY:ID")
     entity, _, id_text = record_ref.partition(":")
     if not entity or not id_text.isdigit():
         raise UsageError(f"--record [{record_ref}] must be ENTITY:ID, like TenantApplication:1")
-    engine = _engine(db_url, project_dir)
     click.echo(engine.start(name, record=(entity, int(id_text))))
 
 

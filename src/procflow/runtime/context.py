@@ -89,6 +89,8 @@ class StepContext:
     fields: Mapping[str, Any] = field(default_factory=dict)
     args: Mapping[str, Any] = field(default_factory=dict)
     config: Mapping[str, Any] = field(default_factory=dict)
+    # Messages a built-in sender kept in outbox mode; committed with the step (never lost).
+    outbox: list[Any] = field(default_factory=list)
 
 
 class HistoryLog(logging.Logger):

@@ -21,10 +21,20 @@ from typing import Any, Self
 
 from procflow.errors import NotFoundError, UsageError
 from procflow.expr import evaluate_condition, parse_duration
-from procflow.model.ir import Application, Flow, Process, UserTask, WaitRecord
+from procflow.model.ir import (
+    Application,
+    Flow,
+    Process,
+    UserTask,
+    WaitForStep,
+    WaitRecord,
+)
 from procflow.runtime import faults
 from procflow.runtime.clock import from_datetime, micros, system_now
 from procflow.runtime.deploy import Deployed, compile_for_deploy, compile_source, deploy
+from procflow.runtime.flow import FlowCtx, advance_flow
+from procflow.runtime.flow_state import FlowIndex, initial_state
+from procflow.runtime.inputs import check_inputs
 from procflow.runtime.intent import RunCtx, advance, eval_context
 from procflow.runtime.records import new_record, patch_record, record_json
 from procflow.runtime.secrets import Masker, VarCipher, load_cipher
@@ -45,6 +55,7 @@ class Compiled:
     version: VersionRow
     definition: Application | Flow
     project_dir: str
+    index: FlowIndex | None = None  # flows: every step by id
 
 
 class Engine:
@@ -162,7 +173,8 @@ class Engine:
             version = (tx or self.store.read()).version(version_id)
             project = self.project_dir or version.project_dir
             definition = compile_source(version.source, version.file, project)
-            hit = Compiled(version, definition, project)
+            index = FlowIndex(definition) if isinstance(definition, Flow) else None
+            hit = Compiled(version, definition, project, index)
             self._compiled[version_id] = hit
         return hit
 
@@ -303,6 +315,8 @@ class Engine:
             version = tx.latest_version(name)
             if version is None:
                 raise NotFoundError(f"no deployed definition named [{name}]")
+            if version.dialect == "flow":
+                raise UsageError(f"[{name}] is a flow; start it with --input/--inputs")
             if not tx.definition_enabled(name):
                 raise UsageError(f"[{name}] is disabled; enable it to start runs")
             compiled, process = self.process(version.id, name, tx)
@@ -312,6 +326,49 @@ class Engine:
             run_id = self._start(tx, compiled, process, self.now(), entity, id_, str(id_))
             assert run_id is not None
             return run_id
+
+    def latest_flow(self, name: str) -> Flow | None:
+        """The latest deployed version of flow ``name``; None when ``name`` is not a flow."""
+        reader = self.store.read()
+        version = reader.latest_version(name)
+        if version is None:
+            raise NotFoundError(f"no deployed definition named [{name}]")
+        if version.dialect != "flow":
+            return None
+        flow = self.compiled(version.id, reader).definition
+        assert isinstance(flow, Flow)
+        return flow
+
+    def start_flow(self, name: str, inputs: Mapping[str, Any]) -> str:
+        """Start a run of a deployed flow with ``inputs`` (checked before anything is stored)."""
+        with self.store.tx() as tx:
+            version = tx.latest_version(name)
+            if version is None:
+                raise NotFoundError(f"no deployed definition named [{name}]")
+            if version.dialect != "flow":
+                raise UsageError(
+                    f"[{name}] is an intent process; start it for a record with --record "
+                    "ENTITY:ID (flows take --input)"
+                )
+            if not tx.definition_enabled(name):
+                raise UsageError(f"[{name}] is disabled; enable it to start runs")
+            compiled = self.compiled(version.id, tx)
+            flow = compiled.definition
+            assert isinstance(flow, Flow)
+            values = check_inputs(flow, inputs)
+            now = self.now()
+            run = RunRow(
+                id=new_run_id(), version_id=version.id, name=name, dialect="flow",
+                status="running", started_at=now, state=initial_state(values),
+            )  # fmt: skip
+            tx.insert_run(run)
+            first = flow.steps[0].id
+            tx.insert_token(TokenRow(None, run.id, first, first, "ready", 1, now, None, {}))
+            run.seq = 1
+            tx.append_history(run.id, [HistoryRow(1, now, "run.started")])
+            tx.save_run(run, None, None)
+            tx.notify()
+            return run.id
 
     def _start(
         self,
@@ -488,10 +545,14 @@ class Engine:
                     self._hand_back([rc.run.id for rc in active])
                     break
                 step_now = now if virtual else system_now()
-                batch = []
+                batch: list[tuple[RunCtx | FlowCtx, Transition]] = []
                 for rc in active:
                     token = next((t for t in rc.tokens.values() if t.state == "ready"), None)
-                    if token is not None:
+                    if token is None:
+                        continue
+                    if isinstance(rc, FlowCtx):
+                        batch.append((rc, advance_flow(rc, token, step_now)))
+                    else:
                         batch.append((rc, advance(rc, token, step_now)))
                 accepted = self._commit(batch, step_now)
                 count += len(accepted)
@@ -523,7 +584,14 @@ class Engine:
 
     def _run_ctx(
         self, run: RunRow, tokens: dict[int, TokenRow], records: dict[tuple[str, int], Any]
-    ) -> RunCtx:
+    ) -> RunCtx | FlowCtx:
+        if run.dialect == "flow":
+            compiled = self.compiled(run.version_id)
+            assert isinstance(compiled.definition, Flow) and compiled.index is not None
+            return FlowCtx(
+                run=run, tokens=tokens, flow=compiled.definition, index=compiled.index,
+                project_dir=compiled.project_dir, environ=self.environ,
+            )  # fmt: skip
         compiled, process = self.process(run.version_id, run.name)
         app = compiled.definition
         assert isinstance(app, Application)
@@ -575,7 +643,7 @@ class Engine:
             fired += 1
         return fired
 
-    def _commit(self, batch: list[tuple[RunCtx, Transition]], now: int) -> set[str]:
+    def _commit(self, batch: list[tuple[RunCtx | FlowCtx, Transition]], now: int) -> set[str]:
         if not batch:
             return set()
         faults.point("before_commit")
@@ -612,7 +680,7 @@ class Engine:
     def _save_runs(
         self,
         tx: Tx,
-        batch: list[tuple[RunCtx, Transition]],
+        batch: list[tuple[RunCtx | FlowCtx, Transition]],
         images: list[RunImage],
         accepted: set[str],
         wall: int,
@@ -635,7 +703,7 @@ class Engine:
                 full.append((rc.run, image, until, self.lease_owner))
         return tx.save_held_runs(full, seq_only, self.lease_owner, wall)
 
-    def _apply(self, tx: Tx, rc: RunCtx, tr: Transition, now: int, rows: _Rows) -> None:
+    def _apply(self, tx: Tx, rc: RunCtx | FlowCtx, tr: Transition, now: int, rows: _Rows) -> None:
         run_id = rc.run.id
         for token in tr.tokens_insert:
             tx.insert_token(token)
@@ -724,10 +792,16 @@ class _Rows:
 def refuse_unsupported(definition: Application | Flow) -> None:
     """Deploy only what this version can run, saying exactly what is missing."""
     if isinstance(definition, Flow):
-        raise UnsupportedError(
-            f"flow [{definition.name}] validates, but this version of procflow runs intent "
-            "processes only; the flow runtime is issue 4/5"
-        )
+        waits = [s.id for s in FlowIndex(definition).steps.values() if isinstance(s, WaitForStep)]
+        missing = [f"wait_for (step [{sid}])" for sid in waits]
+        if definition.trigger is not None:
+            missing.insert(0, "trigger by event")
+        if missing:
+            raise UnsupportedError(
+                f"flow [{definition.name}] validates, but this version of procflow cannot run "
+                f"{', '.join(missing)} yet (issue 5/5: waiting on the outside world)"
+            )
+        return
     for process in definition.processes:
         kinds: list[str] = sorted(
             {s.kind for s in process.steps if isinstance(s, UserTask | WaitRecord)}

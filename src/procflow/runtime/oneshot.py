@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from procflow.errors import UsageError
-from procflow.model.ir import Application, Process
+from procflow.model.ir import Application, Flow, Process
 from procflow.runtime.clock import system_now
 from procflow.runtime.engine import Engine
+from procflow.runtime.inputs import cli_inputs
 
 ENDED = ("completed", "failed", "cancelled", "aborted")
 
@@ -32,11 +34,35 @@ def choose_process(app: Application, deployed: list[str], name: str | None) -> P
     )
 
 
+@dataclass(frozen=True)
+class FlowStart:
+    """A flow's inputs as given on the command line (``--input k=v``, ``--inputs JSON``)."""
+
+    pairs: list[str]
+    inputs_json: str | None
+
+
 def run_once(
-    engine: Engine, path: str, record: dict[str, Any], process_name: str | None, *, wait: bool
+    engine: Engine,
+    path: str,
+    start: dict[str, Any] | FlowStart,
+    process_name: str | None,
+    *,
+    wait: bool,
 ) -> dict[str, Any]:
     deployed = engine.deploy(path)
-    app = engine.compiled(deployed[0].version_id).definition
+    definition = engine.compiled(deployed[0].version_id).definition
+    if isinstance(definition, Flow):
+        pairs, text = (
+            (start.pairs, start.inputs_json) if isinstance(start, FlowStart) else ([], None)
+        )
+        run_id = engine.start_flow(definition.name, cli_inputs(definition, pairs, text))
+        work_until_settled(engine, run_id, wait=wait)
+        return engine.show(run_id)
+    if isinstance(start, FlowStart):
+        raise UsageError("--input/--inputs are for flows; an intent run takes --record JSON")
+    record = start
+    app = definition
     assert isinstance(app, Application)
     process = choose_process(app, [d.name for d in deployed], process_name)
     trigger = process.trigger

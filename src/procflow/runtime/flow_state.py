@@ -1,0 +1,130 @@
+"""A flow run's position and bindings, as plain JSON in the run row (``runs.state``).
+
+``state["bindings"]`` is the top-level scope (what ``runs show`` prints); ``state["frames"]``
+is the stack of scopes the run is in, outermost first. ``frames[0]`` is the top level; each
+further frame is a group's scope or the current iteration of a ``for_each``/``repeat``::
+
+    {"i": 2}                                          # the top level, at its third step
+    {"o": "indexed", "i": 0, "scope": {}, "n": 3, "done": [...]}   # repeat, 4th iteration
+    {"o": "grp", "i": 1, "scope": {...}, "rec": true, "err": {...}} # a group running recover
+
+Frame keys: ``o`` owner step id (absent at the top), ``i`` index of the current step in the
+frame's step list, ``s`` the current step has begun (its ``if`` held), ``due`` a ``wait`` step's
+armed instant, ``rec``/``err`` running the owner's ``recover`` steps for that error, ``scope``
+the frame's bindings, ``n``/``items``/``done``/``poll`` iteration state. Everything here is
+pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from procflow.expr import format_duration, format_timestamp
+from procflow.model.ir import (
+    Flow,
+    FlowStep,
+    ForEachStep,
+    GroupStep,
+    RepeatStep,
+)
+from procflow.runtime.clock import iso
+from procflow.runtime.inputs import input_env
+
+Frame = dict[str, Any]
+OWNERS = (GroupStep, ForEachStep, RepeatStep)
+
+
+@dataclass
+class FlowIndex:
+    """Every step of a flow by id (ids are unique in the whole file), built once per version."""
+
+    flow: Flow
+    steps: dict[str, FlowStep] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        stack: list[FlowStep] = [*self.flow.steps, *(self.flow.recover or ())]
+        while stack:
+            step = stack.pop()
+            self.steps[step.id] = step
+            if isinstance(step, OWNERS):
+                stack.extend(step.steps)
+            if step.mods.recover:
+                stack.extend(step.mods.recover)
+
+    def owner(self, frame: Frame) -> GroupStep | ForEachStep | RepeatStep | None:
+        name = frame.get("o")
+        if name is None:
+            return None
+        step = self.steps[name]
+        assert isinstance(step, OWNERS)
+        return step
+
+    def steps_of(self, frame: Frame) -> tuple[FlowStep, ...]:
+        owner = self.owner(frame)
+        if owner is None:
+            return (self.flow.recover or ()) if frame.get("rec") else self.flow.steps
+        return (owner.mods.recover or ()) if frame.get("rec") else owner.steps
+
+    def recover_of(self, frame: Frame) -> tuple[FlowStep, ...] | None:
+        owner = self.owner(frame)
+        return self.flow.recover if owner is None else owner.mods.recover
+
+
+def initial_state(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    return {"inputs": dict(inputs), "bindings": {}, "frames": [{"i": 0}]}
+
+
+def prefix(frames: list[Frame]) -> str:
+    """The path of the innermost frame's steps: ``escalate.`` or ``indexed[3].``."""
+    out = ""
+    for frame in frames[1:]:
+        owner = frame["o"]
+        out += f"{owner}[{frame['n']}]." if "n" in frame else f"{owner}."
+    return out
+
+
+def scope_of(state: dict[str, Any], frame: Frame) -> dict[str, Any]:
+    scope: dict[str, Any] = frame["scope"] if "o" in frame else state["bindings"]
+    return scope
+
+
+def environment(
+    flow: Flow, index: FlowIndex, state: dict[str, Any], run: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The names an expression at the current position sees: inputs, ``run``, the bindings of
+    every enclosing scope (outermost first), loop names, and ``error`` inside ``recover``."""
+    env = input_env(flow, state["inputs"])
+    env["run"] = dict(run)
+    env.update(state["bindings"])
+    frames: list[Frame] = state["frames"]
+    if frames and frames[0].get("rec"):
+        env["error"] = frames[0].get("err")
+    for frame in frames[1:]:
+        owner = index.owner(frame)
+        if isinstance(owner, ForEachStep):
+            env[owner.as_] = frame["items"][frame["n"]]
+        env.update(frame["scope"])
+        if frame.get("rec"):
+            env["error"] = frame.get("err")
+    return env
+
+
+def run_names(run_id: str, started_at: int) -> dict[str, Any]:
+    return {"id": run_id, "started_at": iso(started_at)}
+
+
+def to_json(value: Any) -> Any:
+    """A value as stored in bindings: timestamps and durations become their ISO-8601 text (the
+    text renderings of flow.md), everything else is already JSON data."""
+    if isinstance(value, datetime):
+        return format_timestamp(value)
+    if isinstance(value, timedelta):
+        return format_duration(value)
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_json(v) for v in value]
+    return value
