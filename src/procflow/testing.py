@@ -1,4 +1,5 @@
-"""Testing helpers for procflow users: a virtual-clock engine fixture and delegate fakes.
+"""Testing helpers for procflow users: a virtual-clock engine fixture, delegate and connector
+action fakes.
 
 In a ``conftest.py``: ``pytest_plugins = ["procflow.testing"]``; then a test takes ``engine``::
 
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from procflow.api import Engine
+from procflow.connectors.actions import ACTION_FAKES
 from procflow.runtime.delegates import FAKES
 
 
@@ -47,3 +49,22 @@ def fake_delegate(target: str, fake: Callable[..., Any] | type) -> Iterator[None
             FAKES.pop(key, None)
         else:
             FAKES[key] = previous
+
+
+@contextmanager
+def fake_action(target: str, fake: Callable[..., Any]) -> Iterator[None]:
+    """Replace the connector action ``target`` (``search.status``) while the block runs; the
+    fake is called like the real one, ``fake(ctx, **args)``."""
+    connector, _, action = target.partition(".")
+    if not connector or not action:
+        raise ValueError(f"fake_action needs <connector>.<action>, got [{target}]")
+    key = (connector, action)
+    previous = ACTION_FAKES.get(key)
+    ACTION_FAKES[key] = fake
+    try:
+        yield
+    finally:
+        if previous is None:
+            ACTION_FAKES.pop(key, None)
+        else:
+            ACTION_FAKES[key] = previous

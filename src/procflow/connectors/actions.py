@@ -33,6 +33,9 @@ BUILTIN_PACKAGE = "procflow.connectors.builtin"
 
 Action = Callable[..., Any]
 
+# Test doubles installed by ``procflow.testing.fake_action``: (connector, action) → callable.
+ACTION_FAKES: dict[tuple[str, str], Action] = {}
+
 
 class ConnectorConfigError(ProcflowError):
     """A ``required`` config value of a connector is missing from the environment."""
@@ -95,6 +98,9 @@ def load_action(manifest: ConnectorManifest, action: str, project_dir: str) -> A
     ``module``, built-ins from :mod:`procflow.connectors.builtin`.
     """
     label = f"{manifest.name}.{action}"
+    fake = ACTION_FAKES.get((manifest.name, action))
+    if fake is not None:
+        return fake
     if action not in manifest.actions:
         declared = ", ".join(sorted(manifest.actions)) or "none"
         raise ConnectorLoadError(

@@ -116,4 +116,6 @@ def why_waiting(token: TokenRow) -> str:
         )
     if kind == "timer":
         return f"{token.step}: timer due {wait['due']}"
+    if kind == "poll":
+        return f"{token.step}: poll iteration {wait['iteration']} of {wait['of']} due {wait['due']}"
     return f"{token.step}: waiting for {kind}"
