@@ -44,14 +44,14 @@ class Records:
 
 
 class Runs:
-    """``engine.runs``: list, show, cancel and retry runs."""
+    """``engine.runs``: start (flows), list, show, cancel and retry runs."""
 
     def __init__(self, engine: _engine.Engine) -> None:
         self._e = engine
 
     def start(self, name: str, inputs: dict[str, Any] | None = None) -> str:
         """Start a run of the deployed flow ``name``; returns its id."""
-        return self._engine.start_flow(name, inputs or {})
+        return self._e.start_flow(name, inputs or {})
 
     def for_record(self, entity: str, id_: int) -> list[dict[str, Any]]:
         return [self._e.show(r.id) for r in self._e.runs_for_record(entity, id_)]

@@ -91,6 +91,8 @@ class StepContext:
     config: Mapping[str, Any] = field(default_factory=dict)
     # Messages a built-in sender kept in outbox mode; committed with the step (never lost).
     outbox: list[Any] = field(default_factory=list)
+    # Recipients a built-in sender really sent to (history: ``message.sent``).
+    sent: list[str] = field(default_factory=list)
 
 
 class HistoryLog(logging.Logger):

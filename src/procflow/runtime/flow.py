@@ -216,6 +216,8 @@ class Machine:
             self.tr.outbox.append(message)
             self.tr.add("message.outboxed", step.id, token.path, token.attempt,
                         to=message.recipient)  # fmt: skip
+        for recipient in outcome.sent:
+            self.tr.add("message.sent", step.id, token.path, token.attempt, to=recipient)
         if outcome.error is None:
             self.complete(step, outcome.result or {})
             return

@@ -40,6 +40,7 @@ class ActionAttempt:
     final: bool = False  # no further attempts (NonRetryableError, a bad rendered arg)
     logs: list[tuple[str, str]] = field(default_factory=list)
     outbox: list[OutboxMessage] = field(default_factory=list)
+    sent: list[str] = field(default_factory=list)  # recipients a built-in really sent to
 
 
 class SecretReader:
@@ -116,6 +117,7 @@ def attempt_action(
             out.result = masker.mask_data(call_action(fn, ctx, args, timeout))
         finally:
             out.outbox = list(ctx.outbox)
+            out.sent = list(ctx.sent)
         faults.point("after_delegate")
     except SecretMissing as exc:
         out.error = str(exc)
