@@ -535,6 +535,37 @@ def worker_cmd(
 
 
 @cli.group()
+def outbox() -> None:
+    """Messages kept by unconfigured senders (notify, email.send, slack.post)."""
+
+
+@outbox.command("list")
+@db_option
+@json_option
+def outbox_list(db_url: str, as_json: bool) -> None:
+    from procflow.runtime.clock import iso
+
+    rows = _engine(db_url).store.read().outbox()
+    shown = [
+        {
+            "id": r.id, "channel": r.channel, "to": r.recipient, "subject": r.subject,
+            "body": r.body, "run_id": r.run_id, "step": r.step, "created_at": iso(r.created_at),
+        }
+        for r in rows
+    ]  # fmt: skip
+    if as_json:
+        _echo_json(shown)
+        return
+    if not shown:
+        click.echo("the outbox is empty")
+    for m in shown:
+        about = f"  {m['subject']}" if m["subject"] else ""
+        click.echo(f"{m['id']:>5} {m['created_at']} {m['channel']:<5} → {m['to']}{about}")
+        if m["body"]:
+            click.echo(f"      {m['body']}")
+
+
+@cli.group()
 def clock() -> None:
     """Show or move a virtual clock (stores created with --virtual-clock)."""
 

@@ -114,7 +114,7 @@ class Machine:
             frame = self.frames[-1]
             if frame.pop("poll", None) is not None:
                 self.tr.add("step.started", frame["o"], self._path(frame["o"], outer=True),
-                            iteration=frame["n"] + 1)  # fmt: skip
+                            self.token.attempt, iteration=frame["n"] + 1)  # fmt: skip
             steps = self.index.steps_of(frame)
             if frame["i"] >= len(steps):
                 self.scope_done(frame)
@@ -374,7 +374,7 @@ class Machine:
         frame["poll"] = due = self.tr.now + micros(step.every)
         self.token.step, self.token.path = step.id, self._path(step.id, outer=True)
         self.park("poll", due, {"iteration": frame["n"] + 1, "of": step.max})
-        self.tr.add("timer.armed", step.id, self.token.path, due=iso(due))
+        self.tr.add("timer.armed", step.id, self.token.path, self.token.attempt, due=iso(due))
         raise _Stop
 
     def until_values(self, step: RepeatStep) -> str:

@@ -43,6 +43,7 @@ class FlowIndex:
 
     flow: Flow
     steps: dict[str, FlowStep] = field(default_factory=dict)
+    _ids: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         stack: list[FlowStep] = [*self.flow.steps, *(self.flow.recover or ())]
@@ -53,6 +54,12 @@ class FlowIndex:
                 stack.extend(step.steps)
             if step.mods.recover:
                 stack.extend(step.mods.recover)
+
+    @property
+    def ids(self) -> frozenset[str]:
+        if self._ids is None:
+            self._ids = frozenset(self.steps)
+        return self._ids
 
     def owner(self, frame: Frame) -> GroupStep | ForEachStep | RepeatStep | None:
         name = frame.get("o")
@@ -91,12 +98,33 @@ def scope_of(state: dict[str, Any], frame: Frame) -> dict[str, Any]:
     return scope
 
 
+class FlowEnv(dict[str, Any]):
+    """Bindings for expressions in which a step id without a binding — a step that was
+    abandoned, skipped by a failure, or not reached — reads as null (validation has already
+    refused names that cannot be bound at that point, such as later steps)."""
+
+    __slots__ = ("known",)
+
+    def __init__(self, known: frozenset[str]) -> None:
+        super().__init__()
+        self.known = known
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or key in self.known
+
+    def __missing__(self, key: str) -> Any:
+        if key in self.known:
+            return None
+        raise KeyError(key)
+
+
 def environment(
     flow: Flow, index: FlowIndex, state: dict[str, Any], run: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The names an expression at the current position sees: inputs, ``run``, the bindings of
     every enclosing scope (outermost first), loop names, and ``error`` inside ``recover``."""
-    env = input_env(flow, state["inputs"])
+    env = FlowEnv(index.ids)
+    env.update(input_env(flow, state["inputs"]))
     env["run"] = dict(run)
     env.update(state["bindings"])
     frames: list[Frame] = state["frames"]
