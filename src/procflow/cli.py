@@ -396,10 +396,8 @@ def runs_list(status: str | None, name: str | None, db_url: str, as_json: bool) 
         _echo_json(rows)
         return
     for r in rows:
-        click.echo(
-            f"{r['id']}  {r['name']:<24} {r['status']:<10} key={r['business_key']}  "
-            f"started {r['started_at']}"
-        )
+        key = f"key={r['business_key']}  " if r["business_key"] is not None else ""
+        click.echo(f"{r['id']}  {r['name']:<24} {r['status']:<10} {key}started {r['started_at']}")
 
 
 @runs.command("show")
@@ -434,9 +432,10 @@ def _trail(history: list[dict[str, Any]]) -> str:
     for h in history:
         if h["type"] == "step.completed":
             tries = f" ({h['attempt']} attempts)" if h.get("attempt", 1) > 1 else ""
-            parts.append(f"{h['step']}{tries}")
+            parts.append(f"{h.get('path') or h['step']}{tries}")
         elif h["type"] == "step.failed":
-            parts.append(f"{h['step']} (failed after {h.get('attempt', 1)}: {h.get('message')})")
+            where = h.get("path") or h["step"]
+            parts.append(f"{where} (failed after {h.get('attempt', 1)}: {h.get('message')})")
     return " → ".join(parts)
 
 
@@ -450,9 +449,9 @@ def _print_run(shown: dict[str, Any], with_history: bool = False) -> None:
         wait = token.get("waiting_for")
         if wait:
             detail = ", ".join(f"{k}={v}" for k, v in wait.items() if k != "kind")
-            click.echo(f"  waiting  {token['step']}: {wait['kind']} ({detail})")
+            click.echo(f"  waiting  {token.get('path', token['step'])}: {wait['kind']} ({detail})")
         elif token["state"] != "ready":
-            click.echo(f"  token    {token['step']}: {token['state']}")
+            click.echo(f"  token    {token.get('path', token['step'])}: {token['state']}")
     trail = _trail(shown["history"])
     if trail:
         click.echo(f"  steps    {trail}")

@@ -660,3 +660,27 @@ def test_cancelling_a_waiting_flow_run_stops_it_for_good(cli: Cli, tmp_path: Pat
     assert cli.show(ran["id"]) == shown
     assert "already cancelled" in cli.error("runs", "cancel", ran["id"])
     assert cli.show(ran["id"]) == shown
+
+
+# --- 9. this project's own tour example ---------------------------------------------------------
+
+REMINDERS = ROOT / "examples" / "reminders" / "reminders.flow.yaml"
+ACCOUNTS = {
+    "accounts": [
+        {"name": "Acme", "owner": "@ada", "renews": "2027-02-01"},
+        {"name": "Globex", "owner": "@bob", "renews": "2027-03-15"},
+    ]
+}
+
+
+def test_the_reminders_example_of_the_tour_runs_as_the_readme_shows(cli: Cli) -> None:
+    first = cli.json("run", str(REMINDERS), "--inputs", json.dumps(ACCOUNTS))
+    assert first["status"] == "waiting"
+    assert first["tokens"][0]["waiting_for"] == {"kind": "timer", "due": "2027-01-02T00:00:00Z"}
+    cli.advance("1d", "2027-01-02T00:00:00Z")
+    done = cli.show(first["id"])
+    assert done["status"] == "completed"
+    assert done["output"] == {"reminded": 2, "reported": True}
+    assert done["bindings"]["soonest"] == {"renews": "2027-01-25T00:00:00Z"}
+    sent = [(m["channel"], m["to"]) for m in cli.json("outbox", "list")]
+    assert sent == [("slack", "@ada"), ("slack", "@bob"), ("email", "renewals@example.com")]
