@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from procflow.errors import ExprEvalError, UsageError
-from procflow.expr import format_timestamp, parse_timestamp
+from procflow.expr import format_timestamp, kind_of, parse_timestamp
 from procflow.model.ir import Flow, InputDecl
 from procflow.model.source import suggest
 
@@ -140,21 +140,12 @@ def _wrong_type(decl: InputDecl, value: Any, expected: str) -> str:
 
 
 def _json_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
-    return type(value).__name__
+    """The JSON kind name of ``value`` (``kind_of`` says list/mapping; inputs speak JSON)."""
+    kind = kind_of(value)
+    return _JSON_NAMES.get(kind, kind)
+
+
+_JSON_NAMES = {"list": "array", "mapping": "object"}
 
 
 def _describe(value: Any) -> str:
