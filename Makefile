@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 DEMO_DB := sqlite:///.demo/demo.db
+DEMO_ACCOUNTS := {"accounts": [{"name": "Acme", "owner": "@ada", "renews": "2027-02-01"}, {"name": "Globex", "owner": "@bob", "renews": "2027-03-15"}]}
 
 # The main job: three tenants through examples/provisioning on a virtual clock (seconds, not
 # minutes): one clean, one flaky that recovers by retry, one refused that lands in Failed.
@@ -30,6 +31,9 @@ demo: $(STAMP)
 	$(BIN)/procflow run examples/provisioning/app.intent --db $(DEMO_DB) --wait --record '{"title": "initech refused"}'
 	@echo "== the tenants' records afterwards (ProvisioningStatus 1 = Requested, 3 = Failed)"
 	$(BIN)/procflow records list TenantApplication --db $(DEMO_DB)
+	@echo "== a flow: remind two account owners on Slack, wait a day, report by e-mail (outbox mode)"
+	$(BIN)/procflow run examples/reminders/reminders.flow.yaml --db $(DEMO_DB) --wait --inputs '$(DEMO_ACCOUNTS)'
+	$(BIN)/procflow outbox list --db $(DEMO_DB)
 	$(BIN)/procflow clock show --db $(DEMO_DB)
 
 lint: $(STAMP)
@@ -49,6 +53,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/throughput.py
 	$(BIN)/python bench/scaleout.py
 	$(BIN)/python bench/wakeup.py
+	$(BIN)/python bench/flow_foreach.py
+	$(BIN)/python bench/flow_timers.py
 
 # 4 workers on PostgreSQL advance 1,000 runs while a driver SIGKILLs one every ~200 ms.
 chaos: $(STAMP)

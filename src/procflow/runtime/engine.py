@@ -33,7 +33,7 @@ from procflow.runtime import faults
 from procflow.runtime.clock import from_datetime, micros, system_now
 from procflow.runtime.deploy import Deployed, compile_for_deploy, compile_source, deploy
 from procflow.runtime.flow import FlowCtx, advance_flow
-from procflow.runtime.flow_state import FlowIndex, initial_state
+from procflow.runtime.flow_state import INPUTS, FlowIndex, initial_state
 from procflow.runtime.inputs import check_inputs
 from procflow.runtime.intent import RunCtx, advance, eval_context
 from procflow.runtime.records import new_record, patch_record, record_json
@@ -359,9 +359,10 @@ class Engine:
             now = self.now()
             run = RunRow(
                 id=new_run_id(), version_id=version.id, name=name, dialect="flow",
-                status="running", started_at=now, state=initial_state(values),
+                status="running", started_at=now, state=initial_state(),
             )  # fmt: skip
             tx.insert_run(run)
+            tx.apply_scope_ops(run.id, [("put", *INPUTS, values)])
             first = flow.steps[0].id
             tx.insert_token(TokenRow(None, run.id, first, first, "ready", 1, now, None, {}))
             run.seq = 1
@@ -410,6 +411,7 @@ class Engine:
     def _cancel(self, tx: Tx, run: RunRow, now: int, reason: str) -> None:
         run = tx.run_for_update(run.id) or run  # a committing worker may have moved it on
         names = tx.clear_vars(run.id)
+        tx.delete_run_scopes(run.id)
         tx.delete_run_timers(run.id)
         tx.delete_run_tokens(run.id)
         history = []
@@ -591,6 +593,7 @@ class Engine:
             return FlowCtx(
                 run=run, tokens=tokens, flow=compiled.definition, index=compiled.index,
                 project_dir=compiled.project_dir, environ=self.environ,
+                load_scopes=lambda path: self.store.read().scopes(run.id, path),
             )  # fmt: skip
         compiled, process = self.process(run.version_id, run.name)
         app = compiled.definition
@@ -719,6 +722,8 @@ class Engine:
             tx.clear_var(run_id, name)
         if tr.vars_sweep:
             tx.clear_vars(run_id)
+        if tr.scope_ops:
+            tx.apply_scope_ops(run_id, tr.scope_ops)
         for msg in tr.outbox:
             tx.add_outbox(msg.channel, msg.recipient, msg.subject, msg.body, run_id, msg.step, now)
         if tr.record_write is not None:

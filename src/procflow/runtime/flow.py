@@ -12,6 +12,7 @@ failed step.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -42,6 +43,7 @@ from procflow.model.ir import (
 from procflow.runtime.clock import from_datetime, iso, micros, to_datetime
 from procflow.runtime.flow_action import attempt_action
 from procflow.runtime.flow_state import (
+    ITEMS,
     FlowIndex,
     Frame,
     environment,
@@ -67,6 +69,8 @@ class FlowCtx:
     index: FlowIndex
     project_dir: str
     environ: dict[str, str]
+    load_scopes: Callable[[str], dict[int, Any]] = field(default=lambda path: {}, repr=False)
+    scopes: dict[str, dict[int, Any]] = field(default_factory=dict, repr=False)  # loop rows read
     saved: tuple[Any, ...] = field(default=(), repr=False)
     lease_until: int = 0
 
@@ -142,7 +146,11 @@ class Machine:
 
     def env(self) -> dict[str, Any]:
         run = self.fc.run
-        return environment(self.flow, self.index, self.state, run_names(run.id, run.started_at))
+        names = run_names(run.id, run.started_at)
+        return environment(self.flow, self.index, self.state, names, self.item)
+
+    def item(self, path: str, n: int) -> Any:
+        return self.rows(path)[n]
 
     def _path(self, step_id: str, *, outer: bool = False) -> str:
         frames = self.frames[:-1] if outer else self.frames
@@ -308,10 +316,14 @@ class Machine:
             if not items:
                 self.complete(step, [])
                 return
-            frame.update(n=0, items=to_json(items), done=[])
+            path = self._path(step.id)
+            self.drop_rows(path)
+            self.put_row(path, ITEMS, to_json(items))
+            frame.update(n=0, count=len(items))
         elif isinstance(step, RepeatStep):
             self.started(step, iteration=1)
-            frame.update(n=0, done=[])
+            self.drop_rows(self._path(step.id))
+            frame.update(n=0)
         else:
             self.started(step)
         self.frames.append(frame)
@@ -335,14 +347,38 @@ class Machine:
         if isinstance(step, GroupStep):
             self.complete(step, frame["scope"])
             return
-        frame["done"].append(frame["scope"])
+        self.put_row(self.token.path, frame["n"], frame["scope"])
         if isinstance(step, ForEachStep):
-            if frame["n"] + 1 < len(frame["items"]):
+            if frame["n"] + 1 < frame["count"]:
                 self.next_iteration(frame)
                 return
-            self.complete(step, frame["done"])
+            self.complete_loop(step, frame)
             return
         self.repeat_check(step, frame)
+
+    def complete_loop(self, step: ForEachStep | RepeatStep, frame: Frame, **data: Any) -> None:
+        """Bind the loop's list of iteration scopes; its rows are no longer needed."""
+        path = self.token.path
+        rows = self.rows(path)
+        scopes = [rows[n] for n in range(frame["n"] + 1)]
+        self.drop_rows(path)
+        self.complete(step, scopes, **data)
+
+    # --- loop rows (items and finished iteration scopes, outside the run row) ----------------
+
+    def rows(self, path: str) -> dict[int, Any]:
+        cache = self.fc.scopes
+        if path not in cache:
+            cache[path] = self.fc.load_scopes(path)
+        return cache[path]
+
+    def put_row(self, path: str, n: int, data: Any) -> None:
+        self.rows(path)[n] = data
+        self.tr.scope_ops.append(("put", path, n, data))
+
+    def drop_rows(self, path: str) -> None:
+        self.fc.scopes[path] = {}
+        self.tr.scope_ops.append(("drop", path, 0, None))
 
     def next_iteration(self, frame: Frame) -> None:
         frame.update(n=frame["n"] + 1, i=0, scope={})
@@ -360,7 +396,7 @@ class Machine:
         last = self.until_values(step)
         self.frames.pop()
         if done:
-            self.complete(step, frame["done"], iterations=frame["n"] + 1)
+            self.complete_loop(step, frame, iterations=frame["n"] + 1)
             return
         if frame["n"] + 1 >= step.max:
             message = (
@@ -404,6 +440,7 @@ class Machine:
                 self.fail_run(output_failure(f"output: {exc.message}"))
         run.status, run.ended_at = "completed", tr.now
         self.state.pop("frames", None)
+        tr.scope_ops.append(("sweep", "", 0, None))
         token = self.token
         if token.id is not None:
             tr.tokens_delete.append(token.id)

@@ -115,10 +115,10 @@ def attempt_action(
         faults.point("before_delegate")
         try:
             out.result = masker.mask_data(call_action(fn, ctx, args, timeout))
-        finally:
+        finally:  # the side effect happened, failed or not; nothing is committed yet
             out.outbox = list(ctx.outbox)
             out.sent = list(ctx.sent)
-        faults.point("after_delegate")
+            faults.point("after_delegate")
     except SecretMissing as exc:
         out.error = str(exc)
     except ActionTimeout as exc:

@@ -5,19 +5,21 @@ is the stack of scopes the run is in, outermost first. ``frames[0]`` is the top 
 further frame is a group's scope or the current iteration of a ``for_each``/``repeat``::
 
     {"i": 2}                                          # the top level, at its third step
-    {"o": "indexed", "i": 0, "scope": {}, "n": 3, "done": [...]}   # repeat, 4th iteration
+    {"o": "indexed", "i": 0, "scope": {}, "n": 3}     # a repeat, in its 4th iteration
     {"o": "grp", "i": 1, "scope": {...}, "rec": true, "err": {...}} # a group running recover
 
 Frame keys: ``o`` owner step id (absent at the top), ``i`` index of the current step in the
 frame's step list, ``s`` the current step has begun (its ``if`` held), ``due`` a ``wait`` step's
 armed instant, ``rec``/``err`` running the owner's ``recover`` steps for that error, ``scope``
-the frame's bindings, ``n``/``items``/``done``/``poll`` iteration state. Everything here is
+the frame's bindings, ``n``/``count``/``poll`` iteration state. A loop's items and finished
+iteration scopes are rows of their own (table ``scopes``, keyed by the loop's path), not part of
+the run row: rewriting them with every commit made long loops quadratic. Everything here is
 pure: no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,6 +36,7 @@ from procflow.runtime.clock import iso
 from procflow.runtime.inputs import input_env
 
 Frame = dict[str, Any]
+ITEMS = -1  # the loop row holding a for_each's items (iteration scopes are rows 0, 1, ...)
 OWNERS = (GroupStep, ForEachStep, RepeatStep)
 
 
@@ -80,8 +83,11 @@ class FlowIndex:
         return self.flow.recover if owner is None else owner.mods.recover
 
 
-def initial_state(inputs: Mapping[str, Any]) -> dict[str, Any]:
-    return {"inputs": dict(inputs), "bindings": {}, "frames": [{"i": 0}]}
+INPUTS = ("", -1)  # the loop row (path, n) that holds the run's inputs: written once, at start
+
+
+def initial_state() -> dict[str, Any]:
+    return {"bindings": {}, "frames": [{"i": 0}]}
 
 
 def prefix(frames: list[Frame]) -> str:
@@ -119,21 +125,28 @@ class FlowEnv(dict[str, Any]):
 
 
 def environment(
-    flow: Flow, index: FlowIndex, state: dict[str, Any], run: Mapping[str, Any]
+    flow: Flow,
+    index: FlowIndex,
+    state: dict[str, Any],
+    run: Mapping[str, Any],
+    item: Callable[[str, int], Any],
 ) -> dict[str, Any]:
     """The names an expression at the current position sees: inputs, ``run``, the bindings of
-    every enclosing scope (outermost first), loop names, and ``error`` inside ``recover``."""
+    every enclosing scope (outermost first), loop names, and ``error`` inside ``recover``.
+    ``item(path, n)`` reads a loop row (a for_each's items, the run's inputs)."""
     env = FlowEnv(index.ids)
-    env.update(input_env(flow, state["inputs"]))
+    env.update(input_env(flow, item(*INPUTS)))
     env["run"] = dict(run)
     env.update(state["bindings"])
     frames: list[Frame] = state["frames"]
     if frames and frames[0].get("rec"):
         env["error"] = frames[0].get("err")
+    path = ""
     for frame in frames[1:]:
         owner = index.owner(frame)
         if isinstance(owner, ForEachStep):
-            env[owner.as_] = frame["items"][frame["n"]]
+            env[owner.as_] = item(path + owner.id, ITEMS)[frame["n"]]
+        path += f"{frame['o']}[{frame['n']}]." if "n" in frame else f"{frame['o']}."
         env.update(frame["scope"])
         if frame.get("rec"):
             env["error"] = frame.get("err")

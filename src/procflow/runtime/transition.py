@@ -46,6 +46,7 @@ class Transition:
     vars_clear: list[str] = field(default_factory=list)
     vars_sweep: bool = False
     outbox: list[OutboxMessage] = field(default_factory=list)
+    scope_ops: list[tuple[str, str, int, Any]] = field(default_factory=list)  # flow loop rows
 
     def add(
         self,

@@ -27,7 +27,7 @@ from procflow.store.rows import (
     VersionRow,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # schema_<dialect>_1.sql creates; each later file migrates one step
 DEFAULT_URL = "sqlite:///./procflow.db"
 TERMINAL = ("completed", "cancelled", "aborted")
 
@@ -162,20 +162,14 @@ class Store:
         """Create the schema; returns False when it already existed (then nothing changes)."""
         if self.schema_version() is not None:
             return False
-        name = f"schema_{self.dialect}_{SCHEMA_VERSION}.sql"
-        script = resources.files("procflow.store.sql").joinpath(name).read_text()
         with self.tx() as tx:
             # Workers starting at once on an empty database: one creates the schema (DDL and
             # meta in one transaction), the others wait for its lock and then find it made.
-            if self.dialect == "postgresql":
-                tx.c.execute("SELECT pg_advisory_xact_lock(hashtext('procflow:schema'))")
+            self._lock_schema(tx)
             if self.schema_version() is not None:
                 return False
-            if self.dialect == "postgresql":
-                self.conn.executescript(script)
-            else:  # executescript would commit: run the statements inside BEGIN IMMEDIATE
-                for statement in _statements(script):
-                    self.conn.execute(statement)
+            for version in range(1, SCHEMA_VERSION + 1):
+                self._run_script(version)
             tx.meta_set("schema_version", str(SCHEMA_VERSION))
             tx.meta_set("clock", "virtual" if virtual_clock else "system")
             if virtual_clock:
@@ -183,7 +177,8 @@ class Store:
         return True
 
     def upgrade(self) -> tuple[int | None, int]:
-        """Migrate to the newest schema; returns (from, to)."""
+        """Migrate to the newest schema, one version at a time in one transaction; returns
+        (from, to)."""
         current = self.schema_version()
         if current is None:
             self.init()
@@ -193,7 +188,28 @@ class Store:
                 f"the database schema is version {current}, newer than this procflow "
                 f"({SCHEMA_VERSION}); upgrade procflow"
             )
+        if current == SCHEMA_VERSION:
+            return current, current
+        with self.tx() as tx:
+            self._lock_schema(tx)
+            found = self.schema_version() or current  # another worker may have migrated it
+            for version in range(found + 1, SCHEMA_VERSION + 1):
+                self._run_script(version)
+            tx.meta_set("schema_version", str(SCHEMA_VERSION))
         return current, SCHEMA_VERSION
+
+    def _lock_schema(self, tx: Tx) -> None:
+        if self.dialect == "postgresql":
+            tx.c.execute("SELECT pg_advisory_xact_lock(hashtext('procflow:schema'))")
+
+    def _run_script(self, version: int) -> None:
+        name = f"schema_{self.dialect}_{version}.sql"
+        script = resources.files("procflow.store.sql").joinpath(name).read_text()
+        if self.dialect == "postgresql":
+            self.conn.executescript(script)
+        else:  # executescript would commit: run the statements inside BEGIN IMMEDIATE
+            for statement in _statements(script):
+                self.conn.execute(statement)
 
     def ensure_ready(self) -> None:
         version = self.schema_version()
@@ -800,6 +816,32 @@ class Tx:
         return names
 
     # --- outbox -----------------------------------------------------------------------------
+
+    # --- flow loop scopes ----------------------------------------------------------------
+
+    def apply_scope_ops(self, run_id: str, ops: Sequence[tuple[str, str, int, Any]]) -> None:
+        """In order: ``("put", path, n, data)`` upserts a row, ``("drop", path, 0, None)``
+        deletes a loop's rows, ``("sweep", "", 0, None)`` deletes every row of the run."""
+        for op, path, n, data in ops:
+            if op == "put":
+                self.c.execute(
+                    "INSERT INTO scopes(run_id, path, n, data) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (run_id, path, n) DO UPDATE SET data=excluded.data",
+                    (run_id, path, n, _dumps(data)),
+                )
+            elif op == "drop":
+                self.c.execute("DELETE FROM scopes WHERE run_id=? AND path=?", (run_id, path))
+            else:
+                self.delete_run_scopes(run_id)
+
+    def scopes(self, run_id: str, path: str) -> dict[int, Any]:
+        rows = self.c.execute(
+            "SELECT n, data FROM scopes WHERE run_id=? AND path=?", (run_id, path)
+        ).fetchall()
+        return {int(n): json.loads(data) for n, data in rows}
+
+    def delete_run_scopes(self, run_id: str) -> None:
+        self.c.execute("DELETE FROM scopes WHERE run_id=?", (run_id,))
 
     def add_outbox(
         self,

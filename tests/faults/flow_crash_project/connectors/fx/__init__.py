@@ -1,0 +1,27 @@
+"""The fx connector of the flow crash test. Each attempt appends one JSON line to
+``effects.jsonl`` in the project folder *before* anything else: the outside world's view of what
+was executed (path, attempt, idempotency key, and the process that executed it).
+
+The answer depends only on the step's path (taken from the idempotency key, ``<run id>/<path>``),
+never on how often it was called, so a replayed attempt answers exactly what the first did.
+``fail_first.txt`` lists paths (one a line) whose first attempt fails.
+"""
+
+import json
+import os
+
+
+def touch(ctx, tag):
+    path = ctx.idempotency_key.partition("/")[2]
+    entry = {
+        "run_id": ctx.run_id, "path": path, "attempt": ctx.attempt,
+        "idempotency_key": ctx.idempotency_key, "pid": os.getpid(),
+    }  # fmt: skip
+    with open(os.path.join(ctx.project_dir, "effects.jsonl"), "a") as log:
+        log.write(json.dumps(entry) + "\n")
+    failing = os.path.join(ctx.project_dir, "fail_first.txt")
+    if ctx.attempt == 1 and os.path.exists(failing):
+        with open(failing) as f:
+            if path in f.read().split():
+                raise ConnectionError(f"{path}: attempt 1 failed")
+    return {"tag": tag, "path": path}
