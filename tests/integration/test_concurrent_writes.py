@@ -18,7 +18,7 @@ import pytest
 
 from procflow.errors import UsageError
 from procflow.runtime.engine import Engine
-from procflow.store.store import Store
+from procflow.store.store import SCHEMA_VERSION, Store
 
 APP = """\
 name: racing
@@ -173,7 +173,7 @@ def test_workers_starting_at_once_on_a_new_store(db_url: str) -> None:
     assert outcomes == ["up"] * 4
     engine = Engine(db_url)
     try:
-        assert engine.store.schema_version() == 1
+        assert engine.store.schema_version() == SCHEMA_VERSION
         assert not engine.is_virtual
         assert engine.list_runs() == []
     finally:
