@@ -412,6 +412,7 @@ class Engine:
         run = tx.run_for_update(run.id) or run  # a committing worker may have moved it on
         names = tx.clear_vars(run.id)
         tx.delete_run_scopes(run.id)
+        tx.delete_run_waits(run.id)
         tx.delete_run_timers(run.id)
         tx.delete_run_tokens(run.id)
         history = []
@@ -635,6 +636,15 @@ class Engine:
             tx.delete_timer(timer.id)
             if run is None or token is None or run.status in ("completed", "cancelled", "aborted"):
                 continue
+            assert token.id is not None
+            if timer.kind == "timeout" and not tx.take_waits([token.id]):
+                continue  # a wait_for's event got there first: exactly one of them wins
+            if timer.kind.startswith("task_"):  # a user task's timeout or expiry
+                from procflow.runtime.tasks import fire_task_timer
+
+                fire_task_timer(self, tx, timer, run, token, now)
+                fired += 1
+                continue
             token.state, token.wait = "ready", None
             tx.update_tokens([token])
             run.seq += 1
@@ -716,6 +726,9 @@ class Engine:
         rows.token_deletes.extend(tr.tokens_delete)
         rows.timer_drops.extend(tr.timers_drop)
         rows.timers.extend((run_id, t.id, kind, due) for t, kind, due in tr.timers if t.id)
+        rows.waits.extend(
+            (t.id, run_id, kind, type_, keys, now) for t, kind, type_, keys in tr.waits if t.id
+        )
         for name, value in tr.vars_set.items():
             tx.set_var(run_id, name, self.cipher.encrypt(run_id, name, value))
         for name in tr.vars_clear:
@@ -782,11 +795,15 @@ class _Rows:
     token_deletes: list[int] = field(default_factory=list)
     timer_drops: list[int] = field(default_factory=list)
     timers: list[tuple[str, int, str, int]] = field(default_factory=list)
+    waits: list[tuple[int, str, str, str, str, int]] = field(default_factory=list)
 
     def write(self, tx: Tx) -> None:
         tx.update_tokens(self.token_updates)
         if self.token_deletes:
             tx.delete_tokens(self.token_deletes)
+            tx.delete_waits_of_tokens(self.token_deletes)
+        if self.waits:
+            tx.insert_waits(self.waits)
         if self.timer_drops:
             tx.delete_timers_of_tokens(self.timer_drops)
         if self.timers:

@@ -47,6 +47,9 @@ class Transition:
     vars_sweep: bool = False
     outbox: list[OutboxMessage] = field(default_factory=list)
     scope_ops: list[tuple[str, str, int, Any]] = field(default_factory=list)  # flow loop rows
+    # Tokens parked on the outside world: (token, kind 'event'|'record', type, keys); the wait
+    # row is written with the token (runtime.md, "Events and correlation").
+    waits: list[tuple[TokenRow, str, str, str]] = field(default_factory=list)
 
     def add(
         self,
