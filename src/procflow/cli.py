@@ -534,6 +534,69 @@ def worker_cmd(
 
 
 @cli.group()
+def events() -> None:
+    """Events from the outside world (delivered to waiting runs, starting triggered flows)."""
+
+
+@events.command("send")
+@click.argument("type_", metavar="TYPE", required=False)
+@click.option("--data", help="The payload, as a JSON object.")
+@click.option("--id", "event_id", help="The event id (a repeated id is acknowledged, ignored).")
+@click.option("--envelope", help="A whole event: {type, data, id} or a CloudEvents JSON object.")
+@click.option("--slack-payload", help="A Slack interactivity payload → a slack.approval event.")
+@db_option
+@project_option
+@json_option
+def events_send(
+    type_: str | None,
+    data: str | None,
+    event_id: str | None,
+    envelope: str | None,
+    slack_payload: str | None,
+    db_url: str,
+    project_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Accept an event; print the delivery report (runs resumed, runs started)."""
+    from procflow.runtime.events import envelope as parse_envelope
+    from procflow.runtime.events import make_event
+
+    engine = _engine(db_url, project_dir)
+    given = [x for x in (type_, envelope, slack_payload) if x is not None]
+    if len(given) != 1:
+        raise UsageError(
+            "give exactly one of TYPE (with --data/--id), --envelope or --slack-payload"
+        )
+    if envelope is not None:
+        event = parse_envelope(_json_arg(envelope, "--envelope"))
+    elif slack_payload is not None:
+        from procflow.connectors.builtin.slack_events import approval_event
+
+        payload, key = approval_event(_json_arg(slack_payload, "--slack-payload"))
+        event = make_event("slack.approval", payload, event_id or key)
+    else:
+        assert type_ is not None
+        event = make_event(type_, _json_arg(data, "--data") if data else {}, event_id)
+    report = engine.accept_event(event)
+    if as_json:
+        _echo_json(report)
+        return
+    if report["duplicate"]:
+        click.echo(f"event {report['event_id']}: a duplicate; nothing done")
+        return
+    click.echo(
+        f"event {report['event_id']}: resumed {len(report['resumed'])} run(s), "
+        f"started {len(report['started'])}"
+    )
+    for run_id in report["resumed"]:
+        click.echo(f"  resumed {run_id}")
+    for run_id in report["started"]:
+        click.echo(f"  started {run_id}")
+    for problem in report.get("errors", []):
+        click.echo(f"  not started: flow [{problem['flow']}]: {problem['message']}", err=True)
+
+
+@cli.group()
 def outbox() -> None:
     """Messages kept by unconfigured senders (notify, email.send, slack.post)."""
 

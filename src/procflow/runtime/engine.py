@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Self
 
-from procflow.errors import NotFoundError, UsageError
+from procflow.errors import ExprError, NotFoundError, UsageError
 from procflow.expr import evaluate_condition, parse_duration
 from procflow.model.ir import (
     Application,
+    ConnectorManifest,
+    EventSpec,
     Flow,
     Process,
     UserTask,
@@ -32,9 +34,17 @@ from procflow.model.ir import (
 from procflow.runtime import faults
 from procflow.runtime.clock import from_datetime, micros, system_now
 from procflow.runtime.deploy import Deployed, compile_for_deploy, compile_source, deploy
+from procflow.runtime.events import (
+    MIN_RETENTION_SECONDS,
+    Event,
+    EventError,
+    check_payload,
+    event_keys,
+    make_event,
+)
 from procflow.runtime.flow import FlowCtx, advance_flow
 from procflow.runtime.flow_state import INPUTS, FlowIndex, initial_state
-from procflow.runtime.inputs import check_inputs
+from procflow.runtime.inputs import check_inputs, input_env
 from procflow.runtime.intent import RunCtx, advance, eval_context
 from procflow.runtime.records import new_record, patch_record, record_json
 from procflow.runtime.secrets import Masker, VarCipher, load_cipher
@@ -356,20 +366,208 @@ class Engine:
             flow = compiled.definition
             assert isinstance(flow, Flow)
             values = check_inputs(flow, inputs)
+            run_id = self._start_flow(tx, version.id, flow, values, self.now())
+            assert run_id is not None
+            return run_id
+
+    def _start_flow(
+        self,
+        tx: Tx,
+        version_id: int,
+        flow: Flow,
+        values: dict[str, Any],
+        now: int,
+        start_key: str | None = None,
+    ) -> str | None:
+        """Insert a new run at the flow's first step; None when ``start_key`` was used before."""
+        run = RunRow(
+            id=new_run_id(), version_id=version_id, name=flow.name, dialect="flow",
+            status="running", started_at=now, start_key=start_key, state=initial_state(),
+        )  # fmt: skip
+        if not tx.insert_run(run):
+            return None
+        tx.apply_scope_ops(run.id, [("put", *INPUTS, values)])
+        first = flow.steps[0].id
+        tx.insert_token(TokenRow(None, run.id, first, first, "ready", 1, now, None, {}))
+        run.seq = 1
+        tx.append_history(run.id, [HistoryRow(1, now, "run.started")])
+        tx.save_run(run, None, None)
+        tx.notify()
+        return run.id
+
+    # --- events -----------------------------------------------------------------------------
+
+    def send_event(self, type_: str, data: Any = None, id_: str | None = None) -> dict[str, Any]:
+        """Accept an event in one transaction: validate, store (a repeated id does nothing),
+        deliver it to every matching waiting run, start the flows it triggers. Returns the
+        delivery report ``{event_id, duplicate, resumed, started}`` (plus ``errors``: triggers
+        whose guard could not be evaluated)."""
+        return self.accept_event(make_event(type_, data, id_))
+
+    def accept_event(self, event: Event) -> dict[str, Any]:
+        spec = self.event_spec(event.type)
+        check_payload(event.type, spec, event.data)
+        keys = event_keys(spec, event.data)
+        report: dict[str, Any] = {
+            "event_id": event.id, "duplicate": False, "resumed": [], "started": [],
+        }  # fmt: skip
+        with self.store.tx() as tx:
             now = self.now()
-            run = RunRow(
-                id=new_run_id(), version_id=version.id, name=name, dialect="flow",
-                status="running", started_at=now, state=initial_state(),
-            )  # fmt: skip
-            tx.insert_run(run)
-            tx.apply_scope_ops(run.id, [("put", *INPUTS, values)])
-            first = flow.steps[0].id
-            tx.insert_token(TokenRow(None, run.id, first, first, "ready", 1, now, None, {}))
-            run.seq = 1
-            tx.append_history(run.id, [HistoryRow(1, now, "run.started")])
-            tx.save_run(run, None, None)
-            tx.notify()
-            return run.id
+            tx.lock_key(event.type, keys)
+            if not tx.insert_event(event.id, event.type, keys, event.data, now):
+                report["duplicate"] = True
+                return report
+            report["resumed"] = self._deliver(tx, event, keys, now)
+            started, errors = self._trigger(tx, event, now)
+            report["started"] = started
+            if errors:
+                report["errors"] = errors
+            tx.prune_events(now - self._event_retention(tx))
+            if report["resumed"] or started:
+                tx.notify()
+        return report
+
+    def event_spec(self, type_: str) -> EventSpec:
+        """The manifest's declaration of ``type_`` (``<connector>.<event>``): from the deployed
+        flows' connectors first, then the project's and the installed/built-in ones."""
+        connector, dot, name = type_.partition(".")
+        if not dot or not connector or not name:
+            raise EventError(f"event type [{type_}] is not <connector>.<event>")
+        manifest = self._deployed_connector(connector)
+        if manifest is None:
+            from procflow.connectors.registry import ConnectorRegistry
+
+            registry = ConnectorRegistry(self.project_dir or os.getcwd())
+            manifest = registry.get(connector)
+            if manifest is None:
+                from procflow.model.source import suggest
+
+                raise EventError(
+                    f"unknown event type [{type_}]: no connector [{connector}]"
+                    f"{suggest(connector, registry.names())}"
+                )
+        spec = manifest.events.get(name)
+        if spec is None:
+            from procflow.model.source import suggest
+
+            known = ", ".join(f"{connector}.{e}" for e in sorted(manifest.events)) or "none"
+            raise EventError(
+                f"unknown event type [{type_}]{suggest(name, manifest.events)} "
+                f"(connector [{connector}] declares: {known})"
+            )
+        return spec
+
+    def _deployed_connector(self, name: str) -> ConnectorManifest | None:
+        for flow, _version in self._latest_flows(self.store.read()):
+            if name in flow.connectors:
+                return flow.connectors[name]
+        return None
+
+    def _latest_flows(self, tx: Tx) -> list[tuple[Flow, int]]:
+        out = []
+        for name, dialect, enabled, _latest in tx.definitions():
+            version = tx.latest_version(name) if dialect == "flow" and enabled else None
+            if version is not None:
+                flow = self.compiled(version.id, tx).definition
+                assert isinstance(flow, Flow)
+                out.append((flow, version.id))
+        return out
+
+    def _deliver(self, tx: Tx, event: Event, keys: str, now: int) -> list[str]:
+        """Hand ``event`` to every token waiting on (type, keys), each wait consumed once."""
+        waits = tx.find_waits(event.type, keys)
+        if not waits:
+            return []
+        runs = {}
+        for run_id in sorted({run_id for _, run_id in waits}):  # runs first, in one order
+            run = tx.run_for_update(run_id)
+            if run is not None and run.status in ("running", "waiting", "failed"):
+                runs[run_id] = run
+        taken = tx.take_waits([t for t, run_id in waits if run_id in runs])
+        resumed = []
+        for token_id, run_id in waits:
+            token = tx.token(token_id) if token_id in taken else None
+            if token is None:
+                continue
+            run = runs[run_id]
+            self._hand_event(tx, run, token, event, now)
+            resumed.append(run_id)
+        return list(dict.fromkeys(resumed))
+
+    def _hand_event(self, tx: Tx, run: RunRow, token: TokenRow, event: Event, now: int) -> None:
+        assert token.id is not None
+        token.state, token.wait = "ready", None
+        token.data["event"] = {"id": event.id, "data": event.data}
+        tx.update_tokens([token])
+        tx.delete_timers_of_tokens([token.id])
+        tx.insert_delivery(event.id, run.id)
+        run.seq += 1
+        entry = HistoryRow(
+            run.seq, now, "event.received", token.step, token.path, token.attempt,
+            {"event_type": event.type, "event_id": event.id},
+        )  # fmt: skip
+        tx.append_history(run.id, [entry])
+        if run.status != "failed":
+            run.status = "running"
+        tx.save_run(run, None, None)
+
+    def _trigger(self, tx: Tx, event: Event, now: int) -> tuple[list[str], list[dict[str, str]]]:
+        """Start one run of every enabled flow triggered by this event type whose guard holds
+        (at most one per flow and event id, even if the event is delivered again)."""
+        started: list[str] = []
+        errors: list[dict[str, str]] = []
+        for flow, version_id in self._latest_flows(tx):
+            trigger = flow.trigger
+            if trigger is None or trigger.event != event.type:
+                continue
+            values = check_inputs(flow, {trigger.as_: event.data})
+            if trigger.when is not None:
+                try:
+                    env = input_env(flow, values)
+                    expr = trigger.when.single
+                    assert expr is not None
+                    if not evaluate_condition(expr, env, eval_context(now)):
+                        continue
+                except ExprError as exc:
+                    errors.append({"flow": flow.name, "message": f"when: {exc.message}"})
+                    continue
+            key = f"{flow.name}/event/{event.id}"
+            run_id = self._start_flow(tx, version_id, flow, values, now, start_key=key)
+            if run_id is not None:
+                started.append(run_id)
+        return started, errors
+
+    def _event_retention(self, tx: Tx) -> int:
+        """Keep events for the longest lookback of any deployed flow, at least 24 hours."""
+        longest = MIN_RETENTION_SECONDS * 1_000_000
+        for flow, _ in self._latest_flows(tx):
+            index = FlowIndex(flow)
+            for step in index.steps.values():
+                if isinstance(step, WaitForStep) and step.lookback is not None:
+                    longest = max(longest, micros(step.lookback))
+        return longest
+
+    def _resolve_lookbacks(self, tx: Tx, rc: FlowCtx, tr: Transition, now: int) -> bool:
+        """New waits with a lookback: an earlier matching event not yet delivered to the run
+        satisfies the wait at once (inside the commit, under the key's lock, so an event being
+        accepted concurrently is either seen here or sees the wait). True if one did."""
+        hit = False
+        for token, type_, keys, since in tr.lookbacks:
+            tx.lock_key(type_, keys)
+            found = tx.lookback_event(type_, keys, since, rc.run.id)
+            if found is None:
+                continue
+            event_id, data = found
+            tr.waits[:] = [w for w in tr.waits if w[0] is not token]
+            tr.timers[:] = [t for t in tr.timers if t[0] is not token]
+            token.state, token.wait = "ready", None
+            token.data["event"] = {"id": event_id, "data": data}
+            tx.insert_delivery(event_id, rc.run.id)
+            tr.add("event.received", token.step, token.path, token.attempt,
+                   event_type=type_, event_id=event_id, lookback=True)  # fmt: skip
+            rc.run.status = "running"
+            hit = True
+        return hit
 
     def _start(
         self,
@@ -814,15 +1012,6 @@ class _Rows:
 def refuse_unsupported(definition: Application | Flow) -> None:
     """Deploy only what this version can run, saying exactly what is missing."""
     if isinstance(definition, Flow):
-        waits = [s.id for s in FlowIndex(definition).steps.values() if isinstance(s, WaitForStep)]
-        missing = [f"wait_for (step [{sid}])" for sid in waits]
-        if definition.trigger is not None:
-            missing.insert(0, "trigger by event")
-        if missing:
-            raise UnsupportedError(
-                f"flow [{definition.name}] validates, but this version of procflow cannot run "
-                f"{', '.join(missing)} yet (issue 5/5: waiting on the outside world)"
-            )
         return
     for process in definition.processes:
         kinds: list[str] = sorted(

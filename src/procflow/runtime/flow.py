@@ -38,9 +38,11 @@ from procflow.model.ir import (
     GroupStep,
     RepeatStep,
     SetStep,
+    WaitForStep,
     WaitStep,
 )
 from procflow.runtime.clock import from_datetime, iso, micros, to_datetime
+from procflow.runtime.events import correlation_keys
 from procflow.runtime.flow_action import attempt_action
 from procflow.runtime.flow_state import (
     ITEMS,
@@ -181,8 +183,10 @@ class Machine:
             self.fail_step(step)
         elif isinstance(step, GroupStep | ForEachStep | RepeatStep):
             self.enter(step)
-        else:  # wait_for: refused at deploy until events exist (issue 5/5)
-            raise AssertionError(f"cannot run step [{step.id}] of this kind yet")
+        elif isinstance(step, WaitForStep):
+            self.wait_for(step, frame)
+        else:
+            raise AssertionError(f"step [{step.id}]: unknown construct")
 
     def condition(self, template: Template) -> bool:
         expr = template.single
@@ -265,6 +269,39 @@ class Machine:
         frame["due"] = due
         self.park("timer", due, {})
         self.tr.add("timer.armed", step.id, self.token.path, self.token.attempt, due=iso(due))
+        raise _Stop
+
+    def wait_for(self, step: WaitForStep, frame: Frame) -> None:
+        """Park until a matching event or the timeout, whichever comes first (exactly one wins:
+        both consume the same wait row). Match values are evaluated once, now, and stored."""
+        token = self.token
+        if frame.get("due") is not None:  # resumed by its event or by its timeout
+            event = token.data.pop("event", None)
+            if event is None:
+                self.complete(step, {"status": "timeout", "event": None})
+            else:
+                self.complete(step, {"status": "received", "event": event["data"]})
+            return
+        self.started(step)
+        connector, _, name = step.event.partition(".")
+        spec = self.flow.connectors[connector].events[name]
+        try:
+            env = self.env()
+            values = {k: to_json(render(t, env, self.eval_ctx)) for k, t in step.match.items()}
+        except ExprError as exc:
+            self.fail(step, f"match: {exc.message}", "expression")
+            return
+        keys = correlation_keys(spec, values)
+        due = self.tr.now + micros(step.timeout)
+        frame["due"] = due
+        token.state, token.since = "waiting", self.tr.now
+        token.wait = {"kind": "event", "type": step.event, "match": values, "timeout_at": due}
+        self.tr.timers.append((token, "timeout", due))
+        self.tr.waits.append((token, "event", step.event, keys))
+        if step.lookback is not None:
+            self.tr.lookbacks.append((token, step.event, keys, self.tr.now - micros(step.lookback)))
+        self.tr.update(token)
+        self.tr.add("timer.armed", step.id, token.path, token.attempt, due=iso(due))
         raise _Stop
 
     def wait_due(self, step: WaitStep) -> int:

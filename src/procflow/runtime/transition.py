@@ -50,6 +50,9 @@ class Transition:
     # Tokens parked on the outside world: (token, kind 'event'|'record', type, keys); the wait
     # row is written with the token (runtime.md, "Events and correlation").
     waits: list[tuple[TokenRow, str, str, str]] = field(default_factory=list)
+    # New event waits with a lookback window: (token, type, keys, accepted since); resolved in
+    # the commit, where an earlier matching event still undelivered to the run satisfies them.
+    lookbacks: list[tuple[TokenRow, str, str, int]] = field(default_factory=list)
 
     def add(
         self,

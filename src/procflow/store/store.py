@@ -817,6 +817,59 @@ class Tx:
 
     # --- outbox -----------------------------------------------------------------------------
 
+    # --- events ----------------------------------------------------------------------------
+
+    def lock_key(self, type_: str, keys: str) -> None:
+        """Serialise, per correlation key, accepting an event with registering a wait (so an
+        event and a wait with lookback never miss each other). SQLite has one writer anyway."""
+        if self.dialect == "postgresql":
+            self.c.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (f"{type_}\x00{keys}",)
+            )
+
+    def insert_event(self, id_: str, type_: str, keys: str, data: Any, at: int) -> bool:
+        """False when an event with this id was accepted before (a duplicate does nothing)."""
+        cur = self.c.execute(
+            "INSERT INTO events(id, type, keys, data, accepted_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING",
+            (id_, type_, keys, _dumps(data), at),
+        )
+        return bool(cur.rowcount == 1)
+
+    def lookback_event(
+        self, type_: str, keys: str, since: int, run_id: str
+    ) -> tuple[str, Any] | None:
+        """The earliest event on (type, keys) accepted at or after ``since`` that has not
+        reached ``run_id`` yet: (id, data)."""
+        row = self.c.execute(
+            "SELECT e.id, e.data FROM events e WHERE e.type=? AND e.keys=? AND e.accepted_at>=? "
+            "AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id=e.id AND d.run_id=?) "
+            "ORDER BY e.accepted_at, e.id LIMIT 1",
+            (type_, keys, since, run_id),
+        ).fetchone()
+        return None if row is None else (row[0], json.loads(row[1]))
+
+    def insert_delivery(self, event_id: str, run_id: str) -> None:
+        self.c.execute(
+            "INSERT INTO deliveries(event_id, run_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            (event_id, run_id),
+        )
+
+    def prune_events(self, before: int) -> None:
+        self.c.execute(
+            "DELETE FROM deliveries WHERE event_id IN (SELECT id FROM events WHERE accepted_at<?)",
+            (before,),
+        )
+        self.c.execute("DELETE FROM events WHERE accepted_at<?", (before,))
+
+    def token(self, token_id: int) -> TokenRow | None:
+        row = self.c.execute(
+            "SELECT id, run_id, step, path, state, attempt, since, wait, data FROM tokens "
+            "WHERE id=?",
+            (token_id,),
+        ).fetchone()
+        return None if row is None else self._token(row)
+
     # --- waits (tokens parked on an event or a record write) ------------------------------
 
     def insert_waits(self, rows: Sequence[tuple[int, str, str, str, str, int]]) -> None:

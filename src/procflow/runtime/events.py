@@ -1,0 +1,116 @@
+"""Events from the outside world: envelopes, validation against manifests, correlation keys.
+
+Everything here is pure. The engine accepts an event in one transaction (``Engine.send_event``):
+validate → store (deduplicated by id) → look up the waits on ``(type, keys)`` → deliver → start
+the flows it triggers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from procflow.errors import UsageError
+from procflow.model.flow_exprs import literal_mismatch
+from procflow.model.ir import EventSpec
+
+# Accepted events are kept at least this long, so a late wait's `lookback` can find them.
+MIN_RETENTION_SECONDS = 24 * 3600
+
+
+class EventError(UsageError):
+    """An event that cannot be accepted (unknown type, bad payload, bad envelope)."""
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str
+    data: dict[str, Any]
+    id: str
+
+
+def envelope(obj: Any) -> Event:
+    """``{type, data, id?}`` or a CloudEvents JSON envelope (``specversion``, ``type``, ``id``,
+    ``data``) → an :class:`Event`."""
+    if not isinstance(obj, Mapping):
+        raise EventError("an event must be a JSON object: {type, data, id} or a CloudEvent")
+    if "specversion" in obj:
+        missing = [k for k in ("type", "id", "source") if not obj.get(k)]
+        if missing:
+            raise EventError(f"CloudEvent without [{', '.join(missing)}]")
+    type_ = obj.get("type")
+    if not isinstance(type_, str) or not type_:
+        raise EventError("an event needs a [type] such as slack.approval")
+    return make_event(type_, obj.get("data", {}), obj.get("id"))
+
+
+def make_event(type_: str, data: Any, id_: Any = None) -> Event:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise EventError(f"event [{type_}]: data must be a JSON object, got {_kind(data)}")
+    if id_ is not None and (not isinstance(id_, str) or not id_):
+        raise EventError(f"event [{type_}]: id must be a non-empty string")
+    return Event(type_, data, id_ or f"pf-{uuid.uuid4().hex}")
+
+
+def check_payload(type_: str, spec: EventSpec, data: Mapping[str, Any]) -> None:
+    """Every problem of ``data`` against the manifest's payload schema, at once: a missing
+    correlation key or required field, a field of the wrong type. Undeclared fields are kept."""
+    problems = []
+    for key in spec.correlate_on:
+        if lookup(data, key) is None:
+            problems.append(f"missing correlation key [{key}] (correlate_on)")
+    for name, field in spec.payload.items():
+        value = data.get(name)
+        if value is None:
+            if field.required and name not in spec.correlate_on:
+                problems.append(f"missing required field [{name}] ({field.type})")
+            continue
+        wrong = literal_mismatch(value, field.type)
+        if wrong is not None:
+            problems.append(f"field [{name}] {wrong}")
+    if problems:
+        raise EventError(f"event [{type_}]: " + "; ".join(problems))
+
+
+def lookup(data: Mapping[str, Any], dotted: str) -> Any:
+    value: Any = data
+    for part in dotted.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def correlation_keys(spec: EventSpec, values: Mapping[str, Any]) -> str:
+    """The canonical text of the correlation values, in ``correlate_on`` order: equal JSON
+    values give equal text (``1`` and ``1.0`` alike), so matching is one indexed lookup."""
+    return json.dumps(
+        [_normal(values.get(key)) for key in spec.correlate_on],
+        sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+    )  # fmt: skip
+
+
+def event_keys(spec: EventSpec, data: Mapping[str, Any]) -> str:
+    return correlation_keys(spec, {key: lookup(data, key) for key in spec.correlate_on})
+
+
+def _normal(value: Any) -> Any:
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _normal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normal(v) for v in value]
+    return value
+
+
+def _kind(value: Any) -> str:
+    from procflow.expr import kind_of
+
+    return kind_of(value)
