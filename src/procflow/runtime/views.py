@@ -116,6 +116,8 @@ def why_waiting(token: TokenRow) -> str:
         )
     if kind == "timer":
         return f"{token.step}: timer due {wait['due']}"
+    if kind == "event":
+        return f"{token.step}: event {wait['type']} {wait['match']} (timeout {wait['timeout_at']})"
     if kind == "poll":
         return f"{token.step}: poll iteration {wait['iteration']} of {wait['of']} due {wait['due']}"
     return f"{token.step}: waiting for {kind}"
