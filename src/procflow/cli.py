@@ -448,7 +448,11 @@ def _print_run(shown: dict[str, Any], with_history: bool = False) -> None:
     for token in shown["tokens"]:
         wait = token.get("waiting_for")
         if wait:
-            detail = ", ".join(f"{k}={v}" for k, v in wait.items() if k != "kind")
+            detail = ", ".join(
+                f"{k}={json.dumps(v) if isinstance(v, dict | list) else v}"
+                for k, v in wait.items()
+                if k != "kind"
+            )
             click.echo(f"  waiting  {token.get('path', token['step'])}: {wait['kind']} ({detail})")
         elif token["state"] != "ready":
             click.echo(f"  token    {token.get('path', token['step'])}: {token['state']}")
