@@ -329,15 +329,16 @@ ONBOARDING_INPUTS = (
 ONBOARDING_STEPS = ("cooling_off", "day_before", "ask", "approval", "indexed", "check", "note")
 
 
-def test_onboarding_unmodified_is_refused_by_deploy_and_run(cli: Cli) -> None:
+def test_onboarding_unmodified_waits_for_its_approval_until_the_24h_timeout(cli: Cli) -> None:
+    """No click at all: `run --wait` advances the virtual clock through every due time; the
+    approval times out at exactly 24 h, `indexed` is skipped, and the run completes."""
     flow = str(ONBOARDING / "onboarding.flow.yaml")
-    message = cli.error("deploy", flow)
-    assert "wait_for" in message
-    assert "[approval]" in message
-    assert "issue 5/5" in message
-    assert "issue 5/5" in cli.error("run", flow, *ONBOARDING_INPUTS, "--wait")
-    assert cli.json("definitions", "list") == []
-    assert cli.json("runs", "list") == []
+    shown = cli.json("run", flow, *ONBOARDING_INPUTS, "--wait")
+    assert shown["status"] == "completed", shown["error"]
+    assert shown["bindings"]["approval"] == {"status": "timeout", "event": None}
+    assert shown["bindings"]["indexed"] is None
+    assert shown["output"] == {"approved": False, "polls": 0}
+    assert shown["ended_at"] == "2027-01-10T00:00:00Z"  # day_before (01-09) + 24 h
 
 
 def test_onboarding_with_the_approval_stubbed_runs_to_completion(cli: Cli, tmp_path: Path) -> None:

@@ -916,6 +916,10 @@ class Engine:
 
     def _apply(self, tx: Tx, rc: RunCtx | FlowCtx, tr: Transition, now: int, rows: _Rows) -> None:
         run_id = rc.run.id
+        if tr.lookbacks and isinstance(rc, FlowCtx) and self._resolve_lookbacks(tx, rc, tr, now):
+            # The run row was saved as waiting; it runs on, still held by this worker.
+            tx.save_runs([(rc.run, system_now() + self.lease, self.lease_owner)])
+            tx.notify()
         for token in tr.tokens_insert:
             tx.insert_token(token)
             assert token.id is not None

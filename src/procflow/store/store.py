@@ -824,7 +824,7 @@ class Tx:
         event and a wait with lookback never miss each other). SQLite has one writer anyway."""
         if self.dialect == "postgresql":
             self.c.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (f"{type_}\x00{keys}",)
+                "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (f"{type_}\x1f{keys}",)
             )
 
     def insert_event(self, id_: str, type_: str, keys: str, data: Any, at: int) -> bool:
