@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/wakeup.py
 	$(BIN)/python bench/flow_foreach.py
 	$(BIN)/python bench/flow_timers.py
+	$(BIN)/python bench/event_scale.py
 
 # 4 workers on PostgreSQL advance 1,000 runs while a driver SIGKILLs one every ~200 ms.
 chaos: $(STAMP)
