@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import cached_property
 from typing import Any, Self
 
 from procflow.errors import ExprError, NotFoundError, UsageError
@@ -66,6 +67,15 @@ class Compiled:
     definition: Application | Flow
     project_dir: str
     index: FlowIndex | None = None  # flows: every step by id
+
+    @cached_property
+    def longest_lookback(self) -> int:
+        """The longest ``wait_for`` lookback of this flow version, in microseconds (0: none)."""
+        steps = self.index.steps.values() if self.index is not None else ()
+        return max(
+            (micros(s.lookback) for s in steps if isinstance(s, WaitForStep) and s.lookback),
+            default=0,
+        )
 
 
 class Engine:
@@ -540,11 +550,9 @@ class Engine:
     def _event_retention(self, tx: Tx) -> int:
         """Keep events for the longest lookback of any deployed flow, at least 24 hours."""
         longest = MIN_RETENTION_SECONDS * 1_000_000
-        for flow, _ in self._latest_flows(tx):
-            index = FlowIndex(flow)
-            for step in index.steps.values():
-                if isinstance(step, WaitForStep) and step.lookback is not None:
-                    longest = max(longest, micros(step.lookback))
+        for _flow, version_id in self._latest_flows(tx):
+            retention = self.compiled(version_id, tx).longest_lookback
+            longest = max(longest, retention)
         return longest
 
     def _resolve_lookbacks(self, tx: Tx, rc: FlowCtx, tr: Transition, now: int) -> bool:
