@@ -8,6 +8,8 @@ rec = engine.records.create("TenantApplication", {"title": "acme"})
 engine.work(until_idle=True)
 run = engine.runs.for_record("TenantApplication", rec["id"])[0]
 engine.advance("PT30S")
+task = engine.tasks.list(assignee="manager")[0]
+engine.tasks.complete(task["id"], "approve", {"note": "ok"}, user="alice")
 ```
 """
 
@@ -69,8 +71,29 @@ class Runs:
         self._e.retry(run_id)
 
 
+class Tasks:
+    """``engine.tasks``: open user tasks, and completing one."""
+
+    def __init__(self, engine: _engine.Engine) -> None:
+        self._e = engine
+
+    def list(self, assignee: str | None = None) -> list[dict[str, Any]]:
+        return self._e.list_tasks(assignee)
+
+    def complete(
+        self,
+        task_id: int,
+        action: str | None = None,
+        data: dict[str, Any] | None = None,
+        *,
+        user: str | None = None,
+    ) -> dict[str, Any]:
+        """Complete an open task; without ``user``, as an administrator."""
+        return self._e.complete_task(task_id, action, data, user)
+
+
 class Engine(_engine.Engine):
-    """The engine with the Python API's ``records`` and ``runs`` namespaces."""
+    """The engine with the Python API's ``records``, ``runs`` and ``tasks`` namespaces."""
 
     @property
     def records(self) -> Records:
@@ -79,3 +102,7 @@ class Engine(_engine.Engine):
     @property
     def runs(self) -> Runs:
         return Runs(self)
+
+    @property
+    def tasks(self) -> Tasks:
+        return Tasks(self)

@@ -601,6 +601,68 @@ def events_send(
 
 
 @cli.group()
+def tasks() -> None:
+    """User tasks (intent userTask steps): list the open ones, complete one."""
+
+
+@tasks.command("list")
+@click.option("--assignee", help="Only tasks assigned to this user or role.")
+@db_option
+@json_option
+def tasks_list(assignee: str | None, db_url: str, as_json: bool) -> None:
+    """Open tasks, oldest first."""
+    rows = _engine(db_url).list_tasks(assignee)
+    if as_json:
+        _echo_json(rows)
+        return
+    if not rows:
+        click.echo("no open tasks")
+    for t in rows:
+        record = f"  {t['record']['entity']} {t['record']['id']}" if t["record"] else ""
+        form = f"  form {t['form']} [{'|'.join(t['actions'])}]" if t["form"] else ""
+        click.echo(
+            f"{t['id']:>5}  {t['step']:<16} → {t['assignee']}{record}{form}  run {t['run_id']}  "
+            f"since {t['created_at']}"
+        )
+
+
+def _task_id(id_text: str) -> int:
+    if not id_text.isdigit():
+        raise UsageError(f"a task id must be a whole number, got [{id_text}]")
+    return int(id_text)
+
+
+@tasks.command("complete")
+@click.argument("id_text", metavar="ID")
+@click.option(
+    "--action", help="One of the form's actions (without a form: free text, default complete)."
+)
+@click.option("--data", help="The form's fields to write to the record, as JSON.")
+@click.option("--as", "user", help="Complete as this user (default: as an administrator).")
+@db_option
+@project_option
+@json_option
+def tasks_complete(
+    id_text: str,
+    action: str | None,
+    data: str | None,
+    user: str | None,
+    db_url: str,
+    project_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Complete an open task: write its form's fields, and move its run on."""
+    engine = _engine(db_url, project_dir)
+    done = engine.complete_task(_task_id(id_text), action, _json_arg(data, "--data"), user)
+    if as_json:
+        _echo_json(done)
+    else:
+        click.echo(
+            f"completed task {done['id']} ({done['step']}): {done['action']}, by {done['by']}"
+        )
+
+
+@cli.group()
 def outbox() -> None:
     """Messages kept by unconfigured senders (notify, email.send, slack.post)."""
 

@@ -28,9 +28,7 @@ from procflow.model.ir import (
     EventSpec,
     Flow,
     Process,
-    UserTask,
     WaitForStep,
-    WaitRecord,
 )
 from procflow.runtime import faults
 from procflow.runtime.clock import from_datetime, micros, system_now
@@ -325,6 +323,9 @@ class Engine:
             )  # fmt: skip
             if run_id:
                 started.append(run_id)
+        from procflow.runtime.record_waits import on_record_event
+
+        on_record_event(self, tx, event, app, entity, before, after, now)  # abortOn, waits
         return started
 
     # --- runs -------------------------------------------------------------------------------
@@ -621,7 +622,9 @@ class Engine:
         tx.delete_run_waits(run.id)
         tx.delete_run_timers(run.id)
         tx.delete_run_tokens(run.id)
-        history = []
+        from procflow.runtime.tasks import withdraw_tasks
+
+        history = withdraw_tasks(tx, run, now, "cancelled")  # before run.cancelled, in order
         for name in sorted(names):
             run.seq += 1
             history.append(HistoryRow(run.seq, now, "var.cleared", data={"var": name}))
@@ -676,6 +679,65 @@ class Engine:
         with self.store.tx() as tx:
             if not tx.set_enabled(name, enabled):
                 raise NotFoundError(f"no deployed definition named [{name}]")
+
+    # --- tasks and record waits -------------------------------------------------------------
+
+    def list_tasks(self, assignee: str | None = None) -> list[dict[str, Any]]:
+        """Open user tasks, oldest first (``tasks list --json``), optionally of one assignee."""
+        from procflow.runtime.tasks import list_tasks
+
+        return list_tasks(self.store.read(), assignee)
+
+    def complete_task(
+        self,
+        task_id: int,
+        action: str | None = None,
+        data: Mapping[str, Any] | None = None,
+        user: str | None = None,
+    ) -> dict[str, Any]:
+        """Complete an open task (``user`` None: as an administrator); returns the task."""
+        from procflow.runtime.tasks import complete_task
+
+        return complete_task(self, task_id, action, data or {}, user)
+
+    def inline_ctx(self, tx: Tx, run: RunRow) -> RunCtx:
+        """An intent run's context as ``tx`` sees it, for a change made outside the worker
+        loop (a task completed or timed out, a record event, an abort)."""
+        compiled, process = self.process(run.version_id, run.name, tx)
+        app = compiled.definition
+        assert isinstance(app, Application)
+        record = run.state.get("snapshot")
+        if record is None and run.record_entity is not None and run.record_id is not None:
+            row = tx.record(run.record_entity, run.record_id)
+            record = row.data if row is not None else None
+        tokens = {t.id: t for t in tx.tokens(run.id) if t.id is not None}
+
+        def related(entity: str, id_: int) -> dict[str, Any] | None:
+            row = tx.record(entity, id_)
+            return None if row is None else row.data
+
+        return RunCtx(
+            run=run, tokens=tokens, app=app, process=process, project_dir=compiled.project_dir,
+            record=record, load_vars=lambda: self._load_vars(run.id), load_related=related,
+            environ=self.environ,
+        )  # fmt: skip
+
+    def apply_inline(self, tx: Tx, rc: RunCtx, tr: Transition) -> None:
+        """Commit ``tr`` as part of ``tx``. The run row is saved with its lease released: a
+        worker holding the run meanwhile has its commit refused and the run is claimed anew,
+        never overwritten with a stale image. The record write goes last, once this run's rows
+        are saved, because its lifecycle event may abort or resume this very run."""
+        write, tr.record_write = tr.record_write, None
+        rows = _Rows()
+        self._apply(tx, rc, tr, tr.now, rows)
+        rows.write(tx)
+        tx.append_history(rc.run.id, tr.history)
+        tx.save_run(rc.run, None, None)
+        if rc.run.status == "running":
+            tx.notify()
+        if write is not None:
+            tr.record_write = write
+            self._apply_record_write(tx, tr, tr.now)
 
     # --- working ----------------------------------------------------------------------------
 
@@ -813,7 +875,7 @@ class Engine:
         return RunCtx(
             run=run, tokens=tokens, app=app, process=process, project_dir=compiled.project_dir,
             record=record, load_vars=lambda: self._load_vars(run.id),
-            load_related=self._load_related,
+            load_related=self._load_related, environ=self.environ,
         )  # fmt: skip
 
     def _load_related(self, entity: str, id_: int) -> dict[str, Any] | None:
@@ -1025,17 +1087,6 @@ def refuse_unsupported(definition: Application | Flow) -> None:
     """Deploy only what this version can run, saying exactly what is missing."""
     if isinstance(definition, Flow):
         return
-    for process in definition.processes:
-        kinds: list[str] = sorted(
-            {s.kind for s in process.steps if isinstance(s, UserTask | WaitRecord)}
-        )
-        if process.abort_on is not None:
-            kinds.append("abortOn")
-        if kinds:
-            raise UnsupportedError(
-                f"process [{process.name}] validates, but this version of procflow cannot run "
-                f"{', '.join(kinds)} yet (issue 5/5: waiting on the outside world)"
-            )
 
 
 def new_run_id() -> str:

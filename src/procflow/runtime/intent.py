@@ -2,14 +2,17 @@
 
 The decisions (routing, retry or route or fail, ``{error}``, loop guard, run status) are plain
 functions over the run's rows. The only side effects are the delegate call and, for ``notify``,
-composing an outbox message; both happen before the engine commits the transition.
+sending the message (SMTP) or composing an outbox message; both happen before the engine commits
+the transition. A ``userTask`` or ``wait`` step only parks its token here: the task is opened by
+:mod:`procflow.runtime.tasks`, the wait resumed by :mod:`procflow.runtime.record_waits`.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -28,6 +31,8 @@ from procflow.model.ir import (
     ServiceTask,
     SetField,
     SetRelationField,
+    UserTask,
+    WaitRecord,
 )
 from procflow.runtime import faults
 from procflow.runtime.clock import iso, micros, to_datetime
@@ -39,6 +44,7 @@ from procflow.runtime.transition import OutboxMessage, RecordWrite, Transition
 from procflow.store.rows import RunRow, TokenRow
 
 MAX_STEPS_WITHOUT_WAIT = 1000
+TASK_OPEN = "task_open"  # the timer kind that opens a user task (see tasks.py)
 
 
 @dataclass
@@ -53,6 +59,9 @@ class RunCtx:
     record: dict[str, Any] | None
     load_vars: Callable[[], dict[str, Any]]  # decrypts the run's vars (only when needed)
     load_related: Callable[[str, int], dict[str, Any] | None]
+    # The engine's environment (PROCFLOW_SMTP_URL); None: this process's environment, which is
+    # also an engine's default.
+    environ: Mapping[str, str] | None = None
     _vars: dict[str, Any] | None = field(default=None, repr=False)
     # The engine's bookkeeping: the run row's image as last stored, and the lease it set.
     saved: tuple[Any, ...] = field(default=(), repr=False)
@@ -62,6 +71,9 @@ class RunCtx:
     def entity(self) -> Entity | None:
         trigger = self.process.trigger
         return self.app.entity(trigger.entity) if trigger else None
+
+    def env(self) -> Mapping[str, str]:
+        return self.environ if self.environ is not None else os.environ
 
     def vars(self) -> dict[str, Any]:
         if self._vars is None:
@@ -77,14 +89,74 @@ def advance(rc: RunCtx, token: TokenRow, now: int) -> Transition:
         _service_task(tr, rc, token, step)
     elif isinstance(step, Decision):
         _decision(tr, rc, token, step)
+    elif isinstance(step, UserTask):
+        _user_task(tr, token, step)
+    elif isinstance(step, WaitRecord):
+        _wait_record(tr, rc, token, step)
     elif isinstance(step, EndStep):
         tr.add("step.started", step.name, token.path, token.attempt)
         tr.add("step.completed", step.name, token.path, token.attempt)
         end_path(tr, rc, token)
-    else:  # refused when the run starts (Engine.unsupported); reaching here is a bug
-        raise AssertionError(f"cannot run a {step.kind} step")
     settle(tr, rc)
     return tr
+
+
+def idempotency_key(rc: RunCtx, token: TokenRow) -> str:
+    """``<run>/<path>#<visit>``, the same for every attempt and replay of one step visit. A
+    token forked by a user task's timeout adds ``~<task id>``: two reminders of two tasks are
+    two step executions, though each fork's visit count starts at 1."""
+    key = f"{rc.run.id}/{token.path}#{token.data.get('visit', 0)}"
+    fork = token.data.get("fork")
+    return key if fork is None else f"{key}~{fork}"
+
+
+# --- parking: user tasks and record waits --------------------------------------------------
+
+
+def park(tr: Transition, token: TokenRow, wait: dict[str, Any]) -> None:
+    """The token waits (a wait state: the loop guard counts steps between waits)."""
+    token.state = "waiting"
+    token.wait = wait
+    token.since = tr.now
+    token.data["steps"] = 0
+    tr.update(token)
+
+
+def _user_task(tr: Transition, token: TokenRow, step: UserTask) -> None:
+    """Park on an immediate ``task_open`` timer; firing it creates the task row. (A worker's
+    commit writes tokens, timers and waits but no task rows, so the task is opened in the next
+    claim transaction: until then ``waiting_for`` shows no task id yet.)"""
+    tr.add("step.started", step.name, token.path, token.attempt)
+    park(tr, token, {"kind": "task", "task_id": None, "assignee": None})
+    tr.timers.append((token, TASK_OPEN, tr.now))
+
+
+def wait_type(entity: str, event: str, via: str | None) -> str:
+    """The ``waits.type`` of a record wait: ``Entity:onCreate:via`` (``via`` empty for waits on
+    the trigger entity itself); its ``keys`` is the trigger record's id."""
+    return f"{entity}:{event}:{via or ''}"
+
+
+def _wait_record(tr: Transition, rc: RunCtx, token: TokenRow, step: WaitRecord) -> None:
+    tr.add("step.started", step.name, token.path, token.attempt)
+    wait = {"kind": "record", "entity": step.entity, "via": step.via, "when": step.when_source}
+    park(tr, token, wait)
+    keys = str(rc.run.record_id)  # validation: a wait needs a trigger, so the run has a record
+    tr.waits.append((token, "record", wait_type(step.entity, step.event, step.via), keys))
+
+
+def resume(
+    tr: Transition,
+    rc: RunCtx,
+    token: TokenRow,
+    step: UserTask | WaitRecord,
+    **completed: Any,
+) -> None:
+    """A parked token's step is done (its task completed, its record written): it moves on."""
+    assert token.id is not None
+    token.state, token.wait = "ready", None
+    tr.timers_drop.append(token.id)  # a task's timeout and expiry go with it
+    complete_step(tr, rc, token, step, **completed)
 
 
 # --- routing -----------------------------------------------------------------------------
@@ -194,19 +266,32 @@ def eval_context(now: int) -> EvalContext:
 
 
 def condition_env(rc: RunCtx, expr: Expr, token: TokenRow) -> dict[str, Any]:
-    """The trigger record's fields; a relation read through (``customer.creditLimit``) binds
-    the related record, a bare relation its id; ``action`` the last user task's action."""
+    """The trigger record's fields (see :func:`record_env`); ``action`` the last user task's
+    action."""
     entity = rc.entity
     env: dict[str, Any] = {"action": token.data.get("action")}
     if entity is None or rc.record is None:
         return env
-    env.update(record_json(entity, rc.record))
+    env.update(record_env(entity, rc.record, expr, rc.load_related))
+    return env
+
+
+def record_env(
+    entity: Entity,
+    record: Mapping[str, Any],
+    expr: Expr,
+    load_related: Callable[[str, int], dict[str, Any] | None],
+) -> dict[str, Any]:
+    """A record's fields for an expression; a relation read through (``customer.creditLimit``)
+    binds the related record (loaded only when the expression reads through it), a bare
+    relation its id."""
+    env = record_json(entity, record)
     walked = {ref.root for ref in root_paths(expr) if ref.segments}
     for relation in entity.relations:
         if relation.to_one and relation.name in walked:
-            related_id = rc.record.get(relation.name)
+            related_id = record.get(relation.name)
             env[relation.name] = (
-                rc.load_related(relation.to, related_id) if related_id is not None else None
+                load_related(relation.to, related_id) if related_id is not None else None
             )
     return env
 
@@ -229,6 +314,13 @@ def _service_task(tr: Transition, rc: RunCtx, token: TokenRow, step: ServiceTask
 def _set_field(
     tr: Transition, rc: RunCtx, token: TokenRow, action: SetField | SetRelationField
 ) -> None:
+    set_field(tr, rc, action, token.data.get("error", ""))
+
+
+def set_field(
+    tr: Transition, rc: RunCtx, action: SetField | SetRelationField, error: str = ""
+) -> None:
+    """Write one field or to-one relation of the trigger record (``{error}``: ``error``)."""
     entity = rc.entity
     assert entity is not None and rc.record is not None  # validation: only with a trigger
     before = rc.record
@@ -236,7 +328,7 @@ def _set_field(
     if isinstance(action, SetRelationField):
         after[action.relation] = action.value
     elif action.is_error:
-        after[action.field] = error_text(token.data.get("error", ""), entity, action.field)
+        after[action.field] = error_text(error, entity, action.field)
     else:
         after[action.field] = action.value
     write_record(tr, rc, entity, before, after)
@@ -261,8 +353,14 @@ def write_record(
     tr.record_write = RecordWrite(entity.name, int(after[entity.primary_key.name]), previous, after)
 
 
-def complete_step(tr: Transition, rc: RunCtx, token: TokenRow, step: ServiceTask) -> None:
-    tr.add("step.completed", step.name, token.path, token.attempt)
+def complete_step(
+    tr: Transition,
+    rc: RunCtx,
+    token: TokenRow,
+    step: ServiceTask | UserTask | WaitRecord,
+    **completed: Any,
+) -> None:
+    tr.add("step.completed", step.name, token.path, token.attempt, **completed)
     for var in rc.process.vars:
         if var.clear_after == step.name and (var.name in rc.vars() or var.name in tr.vars_set):
             tr.vars_set.pop(var.name, None)
@@ -282,6 +380,7 @@ class Attempt:
     record: dict[str, Any] | None = None
     vars: dict[str, Any] = field(default_factory=dict)
     logs: list[tuple[str, str]] = field(default_factory=list)
+    sent: list[str] = field(default_factory=list)  # notify over SMTP: the accepted recipients
 
 
 def _delegate(
@@ -313,7 +412,7 @@ def run_delegate(rc: RunCtx, token: TokenRow, step: ServiceTask, action: Delegat
         run_id=rc.run.id,
         step=step.name,
         attempt=token.attempt,
-        idempotency_key=f"{rc.run.id}/{token.path}#{token.data.get('visit', 0)}",
+        idempotency_key=idempotency_key(rc, token),
         project_dir=rc.project_dir,
         log=log,
         record=_copy_record(original),
@@ -441,13 +540,51 @@ def _notify(tr: Transition, rc: RunCtx, token: TokenRow, step: ServiceTask, acti
         )  # fmt: skip
         move(tr, rc, token, successor(rc.process, step.name, step.next))
         return
-    tr.outbox.append(OutboxMessage("email", to, masker.mask(subject), masker.mask(body), step.name))
-    tr.add("message.outboxed", step.name, token.path, token.attempt, to=to)
+    subject, body = masker.mask(subject), masker.mask(body)
+    smtp_url = rc.env().get("PROCFLOW_SMTP_URL")
+    if smtp_url:
+        sent = send_mail(rc, token, step, smtp_url, (to, subject, body))
+        for level, line in sent.logs:
+            tr.add("log", step.name, token.path, token.attempt,
+                   level=level, message=masker.mask(line))  # fmt: skip
+        if sent.error is not None:
+            fail_attempt(tr, rc, token, step, sent, masker.mask(sent.error))
+            return
+        for address in sent.sent:
+            tr.add("message.sent", step.name, token.path, token.attempt, to=address)
+    else:
+        tr.outbox.append(OutboxMessage("email", to, subject, body, step.name))
+        tr.add("message.outboxed", step.name, token.path, token.attempt, to=to)
     if empty:
         names = ", ".join(empty)
         tr.add("log", step.name, token.path, level="warning",
                message=f"empty placeholders rendered as empty text: {names}")  # fmt: skip
     complete_step(tr, rc, token, step)
+
+
+def send_mail(
+    rc: RunCtx, token: TokenRow, step: ServiceTask, smtp_url: str, message: tuple[str, str, str]
+) -> Attempt:
+    """Send through the ``email`` built-in's SMTP code (its Message-ID comes from the step's
+    idempotency key, so a re-sent attempt carries the first one's). Its failures are this
+    attempt's: a 5xx answer or a bad URL is final, a 4xx or network failure retries."""
+    from procflow.connectors.builtin.email import DEFAULT_FROM, send
+
+    log, lines = step_logger(rc.run.id, step.name)
+    ctx = StepContext(
+        run_id=rc.run.id, step=step.name, attempt=token.attempt,
+        idempotency_key=idempotency_key(rc, token), project_dir=rc.project_dir, log=log,
+        config={"smtp_url": smtp_url, "from": rc.env().get("PROCFLOW_SMTP_FROM") or DEFAULT_FROM},
+    )  # fmt: skip
+    out = Attempt(logs=lines.lines)
+    try:
+        send(ctx, *message)
+    except NonRetryableError as exc:
+        out.error, out.final = failure_message(exc), True
+    except Exception as exc:  # a delivery failure, whatever smtplib raised, fails the attempt
+        out.error = failure_message(exc)
+    out.sent = list(ctx.sent)
+    return out
 
 
 def recipient(rc: RunCtx, action: Notify) -> str | None:

@@ -120,4 +120,20 @@ def why_waiting(token: TokenRow) -> str:
         return f"{token.step}: event {wait['type']} {wait['match']} (timeout {wait['timeout_at']})"
     if kind == "poll":
         return f"{token.step}: poll iteration {wait['iteration']} of {wait['of']} due {wait['due']}"
+    if kind == "task":
+        return _why_task(token.step, wait)
+    if kind == "record":
+        return _why_record(token.step, wait)
     return f"{token.step}: waiting for {kind}"
+
+
+def _why_task(step: str, wait: dict[str, Any]) -> str:
+    if wait.get("task_id") is None:  # parked on entry; the task is opened in the next claim
+        return f"{step}: user task being opened"
+    return f"{step}: user task {wait['task_id']} for {wait['assignee']}"
+
+
+def _why_record(step: str, wait: dict[str, Any]) -> str:
+    via = f" via [{wait['via']}]" if wait.get("via") else ""
+    when = f" where {wait['when']}" if wait.get("when") else ""
+    return f"{step}: a [{wait['entity']}] record of this run's record{via}{when}"

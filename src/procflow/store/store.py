@@ -957,6 +957,103 @@ class Tx:
         ).fetchall()
         return [OutboxRow(*r) for r in rows]
 
+    # --- tasks ------------------------------------------------------------------------------
+
+    _TASK_COLS = (
+        "id", "run_id", "token_id", "step", "assignee", "assignee_kind", "form", "actions",
+        "fields", "record_entity", "record_id", "status", "created_at", "ended_at", "action",
+        "done_by", "data",
+    )  # fmt: skip
+
+    def _task(self, row: Sequence[Any]) -> dict[str, Any]:
+        """A task row as a dict keyed by column, its JSON columns decoded."""
+        task = dict(zip(self._TASK_COLS, row, strict=True))
+        task["actions"] = json.loads(task["actions"])
+        task["fields"] = json.loads(task["fields"])
+        task["data"] = _loads(task["data"])
+        return task
+
+    def insert_task(
+        self,
+        *,
+        run_id: str,
+        token_id: int,
+        step: str,
+        assignee: str,
+        assignee_kind: str,
+        form: str | None,
+        actions: Sequence[str],
+        fields: Sequence[str],
+        record: tuple[str, int] | None,
+        now: int,
+    ) -> int:
+        entity, record_id = record if record is not None else (None, None)
+        row = self.c.execute(
+            "INSERT INTO tasks(run_id, token_id, step, assignee, assignee_kind, form, actions, "
+            "fields, record_entity, record_id, status, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?) RETURNING id",
+            (run_id, token_id, step, assignee, assignee_kind, form, _dumps(list(actions)),
+             _dumps(list(fields)), entity, record_id, now),
+        ).fetchone()  # fmt: skip
+        return int(row[0])
+
+    def task(self, task_id: int, *, lock: bool = False) -> dict[str, Any] | None:
+        """The task; ``lock``: locked until commit, so two completions of one task queue up and
+        the second finds it closed (PostgreSQL; SQLite's write lock already serialises)."""
+        row = self.c.execute(
+            f"SELECT {', '.join(self._TASK_COLS)} FROM tasks WHERE id=?"
+            + (" FOR UPDATE" if lock and self.dialect == "postgresql" else ""),
+            (task_id,),
+        ).fetchone()
+        return None if row is None else self._task(row)
+
+    def open_tasks(
+        self,
+        *,
+        assignee: str | None = None,
+        run_id: str | None = None,
+        token_id: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Open tasks, oldest first, optionally of one assignee, run or token."""
+        sql = f"SELECT {', '.join(self._TASK_COLS)} FROM tasks WHERE status='open'"
+        args: list[Any] = []
+        for column, value in (("assignee", assignee), ("run_id", run_id), ("token_id", token_id)):
+            if value is not None:
+                sql += f" AND {column}=?"
+                args.append(value)
+        rows = self.c.execute(sql + " ORDER BY id", args).fetchall()
+        return [self._task(r) for r in rows]
+
+    def end_task(
+        self,
+        task_id: int,
+        status: str,
+        now: int,
+        *,
+        action: str | None = None,
+        done_by: str | None = None,
+        data: Any = None,
+    ) -> None:
+        """Close an open task: ``completed`` (with action, who, the form data) or ``withdrawn``."""
+        self.c.execute(
+            "UPDATE tasks SET status=?, ended_at=?, action=?, done_by=?, data=? "
+            "WHERE id=? AND status='open'",
+            (status, now, action, done_by, _none_or_dumps(data), task_id),
+        )
+
+    def find_record_waits(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[int, str]]:
+        """(token_id, run_id) of the record waits on any of the (type, keys) ``pairs``: one
+        indexed query for all the ways a written record can belong to a waiting run."""
+        if not pairs:
+            return []
+        where = " OR ".join("(type=? AND keys=?)" for _ in pairs)
+        rows = self.c.execute(
+            f"SELECT token_id, run_id FROM waits WHERE kind='record' AND ({where}) "
+            "ORDER BY token_id",
+            [value for pair in pairs for value in pair],
+        ).fetchall()
+        return [(int(t), r) for t, r in rows]
+
 
 RunImage = tuple[str, int | None, str, str | None, str | None]
 
