@@ -50,7 +50,7 @@ from procflow.runtime.secrets import Masker, VarCipher, load_cipher
 from procflow.runtime.transition import Transition
 from procflow.runtime.views import declared_vars, run_json
 from procflow.store.rows import HistoryRow, RunRow, TokenRow, VersionRow
-from procflow.store.store import DEFAULT_URL, RunImage, Store, Tx, run_image
+from procflow.store.store import DEFAULT_URL, RunImage, Store, StoreConflict, Tx, run_image
 
 VIRTUAL_EPOCH = "2027-01-01T00:00:00Z"
 
@@ -825,7 +825,14 @@ class Engine:
                         batch.append((rc, advance_flow(rc, token, step_now)))
                     else:
                         batch.append((rc, advance(rc, token, step_now)))
-                accepted = self._commit(batch, step_now)
+                try:
+                    accepted = self._commit(batch, step_now)
+                except StoreConflict:
+                    # A deadlock with a concurrent record write or event: nothing committed.
+                    # Hand the runs back; whoever claims them repeats the attempts (at least
+                    # once, as after a crash).
+                    self._hand_back([rc.run.id for rc in active])
+                    break
                 count += len(accepted)
                 active = [
                     rc for rc, _ in batch if rc.run.id in accepted and rc.run.status == "running"

@@ -36,6 +36,18 @@ class StoreError(ProcflowError):
     """The database is missing, not initialised, or at an unknown schema version."""
 
 
+class StoreConflict(StoreError):
+    """PostgreSQL rolled the transaction back to break a deadlock (or a serialisation
+    conflict) with a concurrent one: nothing of it was committed, and doing it again is safe."""
+
+
+def _is_conflict(exc: BaseException) -> bool:
+    sqlstate = getattr(getattr(exc, "diag", None), "sqlstate", None) or getattr(
+        exc, "sqlstate", None
+    )
+    return sqlstate in ("40P01", "40001")  # deadlock_detected, serialization_failure
+
+
 def sqlite_path(url: str) -> str:
     if not url.startswith("sqlite://"):
         raise UsageError(f"unsupported database URL [{url}]; use sqlite:///path/to/file.db")
@@ -123,8 +135,13 @@ class Store:
         self._tx_depth = 1
         try:
             yield self._tx_obj()
-        except BaseException:
+        except BaseException as exc:
             self.conn.execute("ROLLBACK")
+            if _is_conflict(exc):
+                raise StoreConflict(
+                    "a concurrent change to the same run or record conflicted with this one; "
+                    "nothing was changed, try again"
+                ) from exc
             raise
         else:
             self.conn.execute("COMMIT")
