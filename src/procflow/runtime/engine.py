@@ -55,10 +55,6 @@ from procflow.store.store import DEFAULT_URL, RunImage, Store, StoreConflict, Tx
 VIRTUAL_EPOCH = "2027-01-01T00:00:00Z"
 
 
-class UnsupportedError(UsageError):
-    """A valid definition that this version of procflow cannot run yet."""
-
-
 @dataclass
 class Compiled:
     version: VersionRow
@@ -179,7 +175,6 @@ class Engine:
         loaded, source = compile_for_deploy(path, self.project_dir)
         definition = loaded.definition
         assert definition is not None
-        refuse_unsupported(definition)
         project = self.project_dir or definition.project_dir
         with self.store.tx() as tx:
             tx.lock_deploys()  # a concurrent deploy waits, then sees this one's versions
@@ -1088,12 +1083,6 @@ class _Rows:
         if self.timers:
             tx.insert_timers(self.timers)
             tx.notify()  # an idle worker may be sleeping until a later due time
-
-
-def refuse_unsupported(definition: Application | Flow) -> None:
-    """Deploy only what this version can run, saying exactly what is missing."""
-    if isinstance(definition, Flow):
-        return
 
 
 def new_run_id() -> str:
