@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from conftest import PgDatabases
 
 from procflow.store.store import StoreConflict, _is_conflict
 
@@ -36,7 +36,7 @@ def test_only_deadlocks_and_serialisation_failures_are_conflicts(
 
 
 @pytest.fixture
-def pg_url(pg_databases: PgDatabases) -> Iterator[str]:
+def pg_url(pg_databases: Any) -> Iterator[str]:
     url = pg_databases.create()
     try:
         yield url
