@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from functools import cached_property
 from typing import Any, Self
 
 from procflow.errors import ExprError, NotFoundError, UsageError
@@ -61,15 +60,6 @@ class Compiled:
     definition: Application | Flow
     project_dir: str
     index: FlowIndex | None = None  # flows: every step by id
-
-    @cached_property
-    def longest_lookback(self) -> int:
-        """The longest ``wait_for`` lookback of this flow version, in microseconds (0: none)."""
-        steps = self.index.steps.values() if self.index is not None else ()
-        return max(
-            (micros(s.lookback) for s in steps if isinstance(s, WaitForStep) and s.lookback),
-            default=0,
-        )
 
 
 class Engine:
@@ -178,6 +168,12 @@ class Engine:
         project = self.project_dir or definition.project_dir
         with self.store.tx() as tx:
             tx.lock_deploys()  # a concurrent deploy waits, then sees this one's versions
+            if isinstance(definition, Flow):
+                # Runs stay on the version they started with, so the event retention is the
+                # longest lookback ever deployed (it only grows), not just the latest one's.
+                lookback = longest_lookback(FlowIndex(definition))
+                if lookback > self._event_retention(tx):
+                    tx.meta_set("event_retention", str(lookback))
             return deploy(tx, definition, source, definition.file, project, self.now())
 
     def compiled(self, version_id: int, tx: Tx | None = None) -> Compiled:
@@ -544,12 +540,10 @@ class Engine:
         return started, errors
 
     def _event_retention(self, tx: Tx) -> int:
-        """Keep events for the longest lookback of any deployed flow, at least 24 hours."""
-        longest = MIN_RETENTION_SECONDS * 1_000_000
-        for _flow, version_id in self._latest_flows(tx):
-            retention = self.compiled(version_id, tx).longest_lookback
-            longest = max(longest, retention)
-        return longest
+        """Keep events for the longest lookback of any flow version ever deployed (a run may
+        still be on an old version), at least 24 hours."""
+        stored = tx.meta_get("event_retention")
+        return max(MIN_RETENTION_SECONDS * 1_000_000, int(stored) if stored else 0)
 
     def _resolve_lookbacks(self, tx: Tx, rc: FlowCtx, tr: Transition, now: int) -> bool:
         """New waits with a lookback: an earlier matching event not yet delivered to the run
@@ -722,16 +716,14 @@ class Engine:
         worker holding the run meanwhile has its commit refused and the run is claimed anew,
         never overwritten with a stale image. The record write goes last, once this run's rows
         are saved, because its lifecycle event may abort or resume this very run."""
-        write, tr.record_write = tr.record_write, None
         rows = _Rows()
-        self._apply(tx, rc, tr, tr.now, rows)
+        self._apply(tx, rc, tr, tr.now, rows)  # every row but the record write
         rows.write(tx)
         tx.append_history(rc.run.id, tr.history)
         tx.save_run(rc.run, None, None)
         if rc.run.status == "running":
             tx.notify()
-        if write is not None:
-            tr.record_write = write
+        if tr.record_write is not None:
             self._apply_record_write(tx, tr, tr.now)
 
     # --- working ----------------------------------------------------------------------------
@@ -945,13 +937,20 @@ class Engine:
                 self._save_runs(tx, batch, images, accepted, wall)
             history: list[tuple[str, HistoryRow]] = []
             rows = _Rows()
-            for rc, tr in batch:
-                if rc.run.id not in accepted:
-                    continue  # lease lost, or the run was cancelled meanwhile: change nothing
+            done = [(rc, tr) for rc, tr in batch if rc.run.id in accepted]  # others: no change
+            for rc, tr in done:
                 self._apply(tx, rc, tr, now, rows)
                 history.extend((rc.run.id, h) for h in tr.history)
             rows.write(tx)
             tx.append_history_many(history)
+            # Record writes go last, and their lifecycle effects (abortOn, record waits,
+            # triggers) after all of them: those effects may reach runs of this very batch, so
+            # they must find every run's rows already written — the batch behaves as if each
+            # run's transition had committed first, then each record write.
+            events = [self._write_record(tx, tr, now) for _, tr in done if tr.record_write]
+            for event in events:
+                if event is not None:
+                    self._lifecycle(tx, "onUpdate", *event, now)
         for (rc, _), image in zip(batch, images, strict=True):
             if rc.run.id in accepted and (
                 rc.saved != image or rc.lease_until - wall <= self.lease // 2
@@ -1013,20 +1012,27 @@ class Engine:
             tx.apply_scope_ops(run_id, tr.scope_ops)
         for msg in tr.outbox:
             tx.add_outbox(msg.channel, msg.recipient, msg.subject, msg.body, run_id, msg.step, now)
-        if tr.record_write is not None:
-            self._apply_record_write(tx, tr, now)
 
     def _apply_record_write(self, tx: Tx, tr: Transition, now: int) -> None:
+        """A step's record write and, at once, its lifecycle event."""
+        event = self._write_record(tx, tr, now)
+        if event is not None:
+            self._lifecycle(tx, "onUpdate", *event, now)
+
+    def _write_record(
+        self, tx: Tx, tr: Transition, now: int
+    ) -> tuple[Application, str, dict[str, Any], dict[str, Any]] | None:
+        """Patch the step's changed fields onto the record as it is now; returns the
+        lifecycle event to fire (app, entity, before, after), None if the record is gone."""
         write = tr.record_write
         assert write is not None
         current = tx.record(write.entity, write.id, lock=True)
         if current is None:
-            return  # deleted meanwhile; deleting it cancelled this run, so nothing is lost
+            return None  # deleted meanwhile; deleting it cancelled this run, nothing is lost
         changed = {k: v for k, v in write.after.items() if write.before.get(k) != v}
         merged = {**current.data, **changed}
         tx.update_record(write.entity, write.id, merged, now)
-        app = self.application_of(write.entity, tx)
-        self._lifecycle(tx, "onUpdate", app, write.entity, current.data, merged, now)
+        return self.application_of(write.entity, tx), write.entity, current.data, merged
 
     # --- heartbeats -------------------------------------------------------------------------
 
@@ -1083,6 +1089,15 @@ class _Rows:
         if self.timers:
             tx.insert_timers(self.timers)
             tx.notify()  # an idle worker may be sleeping until a later due time
+
+
+def longest_lookback(index: FlowIndex) -> int:
+    """The longest ``wait_for`` lookback of a flow, in microseconds (0: none)."""
+    steps = index.steps.values()
+    return max(
+        (micros(s.lookback) for s in steps if isinstance(s, WaitForStep) and s.lookback),
+        default=0,
+    )
 
 
 def new_run_id() -> str:

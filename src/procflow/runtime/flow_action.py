@@ -97,9 +97,11 @@ def attempt_action(
         ctx_eval = EvalContext(now=eval_ctx.now, secret=secrets)
         try:
             args = render_value(dict(step.args), env, ctx_eval)
-        except ExprError as exc:
+        except ExprError as exc:  # the message may quote a secret() value: masked below
             out.error, out.kind, out.final = f"args: {exc.message}", "expression", True
-            return out, _masker(secrets, manifest, config)
+            masker = _masker(secrets, manifest, config)
+            out.error = masker.mask(out.error)
+            return out, masker
         config = resolve_config(manifest, environ)
         masker = _masker(secrets, manifest, config)
         fn = load_action(manifest, step.action, project_dir)
