@@ -9,13 +9,11 @@ and ``worker --until-idle`` moves whatever a write made ready.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import cli_runner
 import pytest
 
 from procflow.store.store import Store
@@ -29,44 +27,16 @@ pytestmark = pytest.mark.empty_store
 APPROVED, REJECTED, EXPIRED, CANCELLED = 2, 3, 4, 5
 
 
-class Cli:
-    """``procflow ... --db URL``, one subprocess per command, with checked exit codes."""
-
-    def __init__(self, db_url: str, db_env: dict[str, str], cwd: Path) -> None:
-        self.url = db_url
-        self.cwd = cwd
-        # Nothing of the caller's procflow set-up leaks in: notify runs in outbox mode.
-        base = {k: v for k, v in os.environ.items() if not k.startswith("PROCFLOW_")}
-        self.env = {**base, **db_env, "NO_COLOR": "1"}
-
-    def __call__(self, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "procflow.cli", *args, "--db", self.url],
-            cwd=self.cwd, env=self.env, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-        assert done.returncode == code, (
-            f"procflow {' '.join(args)}: exit {done.returncode}, wanted {code}\n"
-            f"stdout: {done.stdout}\nstderr: {done.stderr}"
-        )
-        assert "Traceback" not in done.stderr, done.stderr
-        return done
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self(*args, "--json").stdout)
+class Cli(cli_runner.Cli):
+    """The shared runner, plus order helpers."""
 
     def error(self, *args: str) -> str:
         """A refused request: exit 2, one clear line on stderr, nothing on stdout."""
-        done = self(*args, code=2)
-        assert done.stdout == "", done.stdout
-        return done.stderr.strip()
+        return super().error(*args).strip()
 
     def tasks(self, *args: str) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = self.json("tasks", "list", *args)
         return found
-
-    def show(self, run_id: str) -> dict[str, Any]:
-        shown: dict[str, Any] = self.json("runs", "show", run_id)
-        return shown
 
     def order(self, data: dict[str, Any]) -> tuple[int, str]:
         """Create an order, let the worker open its review; (order id, run id)."""
