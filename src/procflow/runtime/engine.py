@@ -19,30 +19,25 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Self
 
-from procflow.errors import ExprError, NotFoundError, UsageError
+from procflow.errors import NotFoundError, UsageError
 from procflow.expr import evaluate_condition, parse_duration
 from procflow.model.ir import (
     Application,
-    ConnectorManifest,
     EventSpec,
     Flow,
     Process,
     WaitForStep,
 )
-from procflow.runtime import faults
+from procflow.runtime import delivery, faults
 from procflow.runtime.clock import from_datetime, micros, system_now
 from procflow.runtime.deploy import Deployed, compile_for_deploy, compile_source, deploy
 from procflow.runtime.events import (
-    MIN_RETENTION_SECONDS,
     Event,
-    EventError,
-    check_payload,
-    event_keys,
     make_event,
 )
 from procflow.runtime.flow import FlowCtx, advance_flow
 from procflow.runtime.flow_state import INPUTS, FlowIndex, initial_state
-from procflow.runtime.inputs import check_inputs, input_env
+from procflow.runtime.inputs import check_inputs
 from procflow.runtime.intent import RunCtx, advance, eval_context
 from procflow.runtime.records import new_record, patch_record, record_json
 from procflow.runtime.secrets import Masker, VarCipher, load_cipher
@@ -172,7 +167,7 @@ class Engine:
                 # Runs stay on the version they started with, so the event retention is the
                 # longest lookback ever deployed (it only grows), not just the latest one's.
                 lookback = longest_lookback(FlowIndex(definition))
-                if lookback > self._event_retention(tx):
+                if lookback > delivery.event_retention(tx):
                     tx.meta_set("event_retention", str(lookback))
             return deploy(tx, definition, source, definition.file, project, self.now())
 
@@ -397,175 +392,17 @@ class Engine:
         tx.notify()
         return run.id
 
-    # --- events -----------------------------------------------------------------------------
+    # --- events (runtime/delivery.py) ----------------------------------------------------
 
     def send_event(self, type_: str, data: Any = None, id_: str | None = None) -> dict[str, Any]:
-        """Accept an event in one transaction: validate, store (a repeated id does nothing),
-        deliver it to every matching waiting run, start the flows it triggers. Returns the
-        delivery report ``{event_id, duplicate, resumed, started}`` (plus ``errors``: triggers
-        whose guard could not be evaluated)."""
-        return self.accept_event(make_event(type_, data, id_))
+        """Accept an event (see :func:`procflow.runtime.delivery.accept_event`)."""
+        return delivery.accept_event(self, make_event(type_, data, id_))
 
     def accept_event(self, event: Event) -> dict[str, Any]:
-        spec = self.event_spec(event.type)
-        check_payload(event.type, spec, event.data)
-        keys = event_keys(spec, event.data)
-        report: dict[str, Any] = {
-            "event_id": event.id, "duplicate": False, "resumed": [], "started": [],
-        }  # fmt: skip
-        with self.store.tx() as tx:
-            now = self.now()
-            tx.lock_key(event.type, keys)
-            if not tx.insert_event(event.id, event.type, keys, event.data, now):
-                report["duplicate"] = True
-                return report
-            report["resumed"] = self._deliver(tx, event, keys, now)
-            started, errors = self._trigger(tx, event, now)
-            report["started"] = started
-            if errors:
-                report["errors"] = errors
-            tx.prune_events(now - self._event_retention(tx))
-            if report["resumed"] or started:
-                tx.notify()
-        return report
+        return delivery.accept_event(self, event)
 
     def event_spec(self, type_: str) -> EventSpec:
-        """The manifest's declaration of ``type_`` (``<connector>.<event>``): from the deployed
-        flows' connectors first, then the project's and the installed/built-in ones."""
-        connector, dot, name = type_.partition(".")
-        if not dot or not connector or not name:
-            raise EventError(f"event type [{type_}] is not <connector>.<event>")
-        manifest = self._deployed_connector(connector)
-        if manifest is None:
-            from procflow.connectors.registry import ConnectorRegistry
-
-            registry = ConnectorRegistry(self.project_dir or os.getcwd())
-            manifest = registry.get(connector)
-            if manifest is None:
-                from procflow.model.source import suggest
-
-                raise EventError(
-                    f"unknown event type [{type_}]: no connector [{connector}]"
-                    f"{suggest(connector, registry.names())}"
-                )
-        spec = manifest.events.get(name)
-        if spec is None:
-            from procflow.model.source import suggest
-
-            known = ", ".join(f"{connector}.{e}" for e in sorted(manifest.events)) or "none"
-            raise EventError(
-                f"unknown event type [{type_}]{suggest(name, manifest.events)} "
-                f"(connector [{connector}] declares: {known})"
-            )
-        return spec
-
-    def _deployed_connector(self, name: str) -> ConnectorManifest | None:
-        for flow, _version in self._latest_flows(self.store.read()):
-            if name in flow.connectors:
-                return flow.connectors[name]
-        return None
-
-    def _latest_flows(self, tx: Tx) -> list[tuple[Flow, int]]:
-        out = []
-        for name, dialect, enabled, _latest in tx.definitions():
-            version = tx.latest_version(name) if dialect == "flow" and enabled else None
-            if version is not None:
-                flow = self.compiled(version.id, tx).definition
-                assert isinstance(flow, Flow)
-                out.append((flow, version.id))
-        return out
-
-    def _deliver(self, tx: Tx, event: Event, keys: str, now: int) -> list[str]:
-        """Hand ``event`` to every token waiting on (type, keys), each wait consumed once."""
-        waits = tx.find_waits(event.type, keys)
-        if not waits:
-            return []
-        runs = {}
-        for run_id in sorted({run_id for _, run_id in waits}):  # runs first, in one order
-            run = tx.run_for_update(run_id)
-            if run is not None and run.status in ("running", "waiting", "failed"):
-                runs[run_id] = run
-        taken = tx.take_waits([t for t, run_id in waits if run_id in runs])
-        resumed = []
-        for token_id, run_id in waits:
-            token = tx.token(token_id) if token_id in taken else None
-            if token is None:
-                continue
-            run = runs[run_id]
-            self._hand_event(tx, run, token, event, now)
-            resumed.append(run_id)
-        return list(dict.fromkeys(resumed))
-
-    def _hand_event(self, tx: Tx, run: RunRow, token: TokenRow, event: Event, now: int) -> None:
-        assert token.id is not None
-        token.state, token.wait = "ready", None
-        token.data["event"] = {"id": event.id, "data": event.data}
-        tx.update_tokens([token])
-        tx.delete_timers_of_tokens([token.id])
-        tx.insert_delivery(event.id, run.id)
-        run.seq += 1
-        entry = HistoryRow(
-            run.seq, now, "event.received", token.step, token.path, token.attempt,
-            {"event_type": event.type, "event_id": event.id},
-        )  # fmt: skip
-        tx.append_history(run.id, [entry])
-        if run.status != "failed":
-            run.status = "running"
-        tx.save_run(run, None, None)
-
-    def _trigger(self, tx: Tx, event: Event, now: int) -> tuple[list[str], list[dict[str, str]]]:
-        """Start one run of every enabled flow triggered by this event type whose guard holds
-        (at most one per flow and event id, even if the event is delivered again)."""
-        started: list[str] = []
-        errors: list[dict[str, str]] = []
-        for flow, version_id in self._latest_flows(tx):
-            trigger = flow.trigger
-            if trigger is None or trigger.event != event.type:
-                continue
-            values = check_inputs(flow, {trigger.as_: event.data})
-            if trigger.when is not None:
-                try:
-                    env = input_env(flow, values)
-                    expr = trigger.when.single
-                    assert expr is not None
-                    if not evaluate_condition(expr, env, eval_context(now)):
-                        continue
-                except ExprError as exc:
-                    errors.append({"flow": flow.name, "message": f"when: {exc.message}"})
-                    continue
-            key = f"{flow.name}/event/{event.id}"
-            run_id = self._start_flow(tx, version_id, flow, values, now, start_key=key)
-            if run_id is not None:
-                started.append(run_id)
-        return started, errors
-
-    def _event_retention(self, tx: Tx) -> int:
-        """Keep events for the longest lookback of any flow version ever deployed (a run may
-        still be on an old version), at least 24 hours."""
-        stored = tx.meta_get("event_retention")
-        return max(MIN_RETENTION_SECONDS * 1_000_000, int(stored) if stored else 0)
-
-    def _resolve_lookbacks(self, tx: Tx, rc: FlowCtx, tr: Transition, now: int) -> bool:
-        """New waits with a lookback: an earlier matching event not yet delivered to the run
-        satisfies the wait at once (inside the commit, under the key's lock, so an event being
-        accepted concurrently is either seen here or sees the wait). True if one did."""
-        hit = False
-        for token, type_, keys, since in tr.lookbacks:
-            tx.lock_key(type_, keys)
-            found = tx.lookback_event(type_, keys, since, rc.run.id)
-            if found is None:
-                continue
-            event_id, data = found
-            tr.waits[:] = [w for w in tr.waits if w[0] is not token]
-            tr.timers[:] = [t for t in tr.timers if t[0] is not token]
-            token.state, token.wait = "ready", None
-            token.data["event"] = {"id": event_id, "data": data}
-            tx.insert_delivery(event_id, rc.run.id)
-            tr.add("event.received", token.step, token.path, token.attempt,
-                   event_type=type_, event_id=event_id, lookback=True)  # fmt: skip
-            rc.run.status = "running"
-            hit = True
-        return hit
+        return delivery.event_spec(self, type_)
 
     def _start(
         self,
@@ -987,7 +824,7 @@ class Engine:
 
     def _apply(self, tx: Tx, rc: RunCtx | FlowCtx, tr: Transition, now: int, rows: _Rows) -> None:
         run_id = rc.run.id
-        if tr.lookbacks and isinstance(rc, FlowCtx) and self._resolve_lookbacks(tx, rc, tr, now):
+        if tr.lookbacks and isinstance(rc, FlowCtx) and delivery.resolve_lookbacks(tx, rc, tr):
             # The run row was saved as waiting; it runs on, still held by this worker.
             tx.save_runs([(rc.run, system_now() + self.lease, self.lease_owner)])
             tx.notify()
