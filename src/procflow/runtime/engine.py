@@ -43,7 +43,7 @@ from procflow.runtime.records import new_record, patch_record, record_json
 from procflow.runtime.secrets import Masker, VarCipher, load_cipher
 from procflow.runtime.transition import Transition
 from procflow.runtime.views import declared_vars, run_json
-from procflow.store.rows import HistoryRow, RunRow, TokenRow, VersionRow
+from procflow.store.rows import HistoryRow, RunRow, TimerRow, TokenRow, VersionRow
 from procflow.store.store import DEFAULT_URL, RunImage, Store, StoreConflict, Tx, run_image
 
 VIRTUAL_EPOCH = "2027-01-01T00:00:00Z"
@@ -728,32 +728,66 @@ class Engine:
         return Masker(self._load_vars(run_id).values())
 
     def _fire_timers(self, tx: Tx, now: int, wall: int) -> int:
-        fired = 0
-        for timer in tx.due_timers_free(now, wall, self.batch):
-            run = tx.run(timer.run_id)
-            token = next((t for t in tx.tokens(timer.run_id) if t.id == timer.token_id), None)
-            tx.delete_timer(timer.id)
+        """Fire a batch of due timers: each token becomes ready (``timer.fired``), a statement
+        per kind of write for the whole batch. A ``wait_for`` timeout only fires if its wait is
+        still there (the event may have won); user task timers have their own effects."""
+        timers = tx.due_timers_free(now, wall, self.batch)
+        if not timers:
+            return 0
+        run_ids = list(dict.fromkeys(t.run_id for t in timers))
+        runs = tx.runs_by_id(run_ids)
+        tokens = {t.id: t for t in tx.tokens_of_runs(run_ids)}
+        tx.delete_timers([t.id for t in timers])
+        with_tasks = {t.run_id for t in timers if t.kind.startswith("task_")}
+        fired, history, ready, touched = 0, [], [], {}
+        for timer in timers:
+            run, token = runs.get(timer.run_id), tokens.get(timer.token_id)
             if run is None or token is None or run.status in ("completed", "cancelled", "aborted"):
                 continue
             assert token.id is not None
+            if timer.run_id in with_tasks:  # task timers write straight to the store
+                fired += self._fire_task_timer(tx, timer, now)
+                continue
             if timer.kind == "timeout" and not tx.take_waits([token.id]):
                 continue  # a wait_for's event got there first: exactly one of them wins
-            if timer.kind.startswith("task_"):  # a user task's timeout or expiry
-                from procflow.runtime.tasks import fire_task_timer
-
-                fire_task_timer(self, tx, timer, run, token, now)
-                fired += 1
-                continue
             token.state, token.wait = "ready", None
-            tx.update_tokens([token])
+            ready.append(token)
             run.seq += 1
             entry = HistoryRow(run.seq, now, "timer.fired", token.step, token.path, token.attempt)
-            tx.append_history(run.id, [entry])
+            history.append((run.id, entry))
             if run.status != "failed":
                 run.status = "running"
-            tx.save_run(run, None, None)
+            touched[run.id] = run
             fired += 1
+        tx.update_tokens(ready)
+        tx.append_history_many(history)
+        tx.save_runs([(run, None, None) for run in touched.values()])
         return fired
+
+    def _fire_task_timer(self, tx: Tx, timer: TimerRow, now: int) -> int:
+        """One timer of a run with a user task timer in the batch, read fresh from the store
+        (an earlier timer of the same run may have changed it)."""
+        from procflow.runtime.tasks import fire_task_timer
+
+        run = tx.run(timer.run_id)
+        token = next((t for t in tx.tokens(timer.run_id) if t.id == timer.token_id), None)
+        if run is None or token is None or run.status in ("completed", "cancelled", "aborted"):
+            return 0
+        assert token.id is not None
+        if timer.kind.startswith("task_"):
+            fire_task_timer(self, tx, timer, run, token, now)
+            return 1
+        if timer.kind == "timeout" and not tx.take_waits([token.id]):
+            return 0
+        token.state, token.wait = "ready", None
+        tx.update_tokens([token])
+        run.seq += 1
+        entry = HistoryRow(run.seq, now, "timer.fired", token.step, token.path, token.attempt)
+        tx.append_history(run.id, [entry])
+        if run.status != "failed":
+            run.status = "running"
+        tx.save_run(run, None, None)
+        return 1
 
     def _commit(self, batch: list[tuple[RunCtx | FlowCtx, Transition]], now: int) -> set[str]:
         if not batch:

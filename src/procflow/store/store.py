@@ -476,6 +476,16 @@ class Tx:
         ).fetchone()
         return None if row is None else self._run(row)
 
+    def runs_by_id(self, run_ids: Sequence[str]) -> dict[str, RunRow]:
+        out: dict[str, RunRow] = {}
+        for chunk in _chunks(list(run_ids), 500):
+            marks = ",".join("?" * len(chunk))
+            rows = self.c.execute(
+                f"SELECT {self._RUN_COLS} FROM runs WHERE id IN ({marks})", chunk
+            ).fetchall()
+            out.update((r.id, r) for r in map(self._run, rows))
+        return out
+
     def run(self, run_id: str) -> RunRow | None:
         row = self.c.execute(f"SELECT {self._RUN_COLS} FROM runs WHERE id=?", (run_id,)).fetchone()
         return None if row is None else self._run(row)
@@ -758,6 +768,14 @@ class Tx:
 
     def delete_timer(self, timer_id: int) -> None:
         self.c.execute("DELETE FROM timers WHERE id=?", (timer_id,))
+
+    def delete_timers(self, timer_ids: Sequence[int]) -> None:
+        if self.dialect == "postgresql":
+            self.c.execute_binary(
+                "DELETE FROM timers WHERE id = ANY(?::bigint[])", [list(timer_ids)]
+            )
+        else:
+            self.c.executemany("DELETE FROM timers WHERE id=?", [(i,) for i in timer_ids])
 
     def next_lease_expiry(self) -> int | None:
         """When the first lease on ready work runs out (a crashed worker's runs come back)."""
