@@ -122,3 +122,45 @@ def test_a_worker_whose_commit_conflicts_hands_its_runs_back_and_they_finish(
         assert logs == ["one", "two"]  # the attempt was repeated once, committed once
     finally:
         engine.close()
+
+
+def test_user_calls_are_repeated_after_a_conflict_then_report_it(
+    db_url: str, tmp_path: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record write (any user call) whose transaction PostgreSQL rolled back to break a
+    deadlock is run again; one that keeps conflicting is reported, having changed nothing."""
+    import contextlib
+    from collections.abc import Iterator as It
+    from pathlib import Path
+
+    from procflow.runtime import engine as engine_module
+    from procflow.runtime.engine import Engine
+
+    path = Path(str(tmp_path)) / "c.flow.yaml"
+    path.write_text(FLOW)
+    engine = Engine.virtual(db_url)
+    try:
+        engine.deploy(str(path))
+        real_tx = engine.store.tx
+        conflicts = {"left": 2}
+
+        @contextlib.contextmanager
+        def flaky_tx() -> It[Any]:
+            with real_tx() as tx:
+                yield tx
+                if conflicts["left"] > 0:
+                    conflicts["left"] -= 1
+                    raise StoreConflict("deadlock (simulated)")
+
+        monkeypatch.setattr(engine.store, "tx", flaky_tx)
+        monkeypatch.setattr(engine_module.time, "sleep", lambda _s: None)
+        run_id = engine.start_flow("conflicted", {})  # two conflicts, then committed
+        assert conflicts["left"] == 0
+        assert [r.id for r in engine.list_runs()] == [run_id]  # one run, not three
+
+        conflicts["left"] = engine_module.CONFLICT_TRIES
+        with pytest.raises(StoreConflict, match="simulated"):
+            engine.start_flow("conflicted", {})
+        assert [r.id for r in engine.list_runs()] == [run_id]  # nothing more was stored
+    finally:
+        engine.close()

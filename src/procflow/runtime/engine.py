@@ -9,15 +9,16 @@ it costs rows, never a process.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from procflow.errors import NotFoundError, UsageError
 from procflow.expr import evaluate_condition, parse_duration
@@ -55,6 +56,31 @@ class Compiled:
     definition: Application | Flow
     project_dir: str
     index: FlowIndex | None = None  # flows: every step by id
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def retry_on_conflict(method: _F) -> _F:
+    """Run a user call's transaction again when PostgreSQL broke a deadlock by rolling it back
+    (:class:`StoreConflict`: nothing of it was committed). Such calls do all their work inside
+    their transaction, so repeating them is safe; after a few tries the conflict is reported."""
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        for attempt in range(CONFLICT_TRIES):
+            try:
+                return method(*args, **kwargs)
+            except StoreConflict:
+                if attempt == CONFLICT_TRIES - 1:
+                    raise
+                time.sleep(0.005 * 2**attempt)  # let the transaction that won finish
+        raise AssertionError("unreachable")
+
+    return call  # type: ignore[return-value]
+
+
+CONFLICT_TRIES = 5
 
 
 class Engine:
@@ -216,6 +242,7 @@ class Engine:
 
     # --- records ----------------------------------------------------------------------------
 
+    @retry_on_conflict
     def create_record(
         self, entity: str, data: Mapping[str, Any], *, user: str | None = None
     ) -> dict[str, Any]:
@@ -235,6 +262,7 @@ class Engine:
             self._lifecycle(tx, "onCreate", app, entity, None, record, now)
             return record_json(decl, record)
 
+    @retry_on_conflict
     def update_record(self, entity: str, id_: int, patch: Mapping[str, Any]) -> dict[str, Any]:
         with self.store.tx() as tx:
             app = self.application_of(entity, tx)
@@ -249,6 +277,7 @@ class Engine:
             self._lifecycle(tx, "onUpdate", app, entity, row.data, record, now)
             return record_json(decl, record)
 
+    @retry_on_conflict
     def delete_record(self, entity: str, id_: int) -> None:
         with self.store.tx() as tx:
             app = self.application_of(entity, tx)
@@ -316,6 +345,7 @@ class Engine:
 
     # --- runs -------------------------------------------------------------------------------
 
+    @retry_on_conflict
     def start(self, name: str, *, record: tuple[str, int]) -> str:
         """Start a run of a trigger-less process for a record (``procflow start``)."""
         with self.store.tx() as tx:
@@ -346,6 +376,7 @@ class Engine:
         assert isinstance(flow, Flow)
         return flow
 
+    @retry_on_conflict
     def start_flow(self, name: str, inputs: Mapping[str, Any]) -> str:
         """Start a run of a deployed flow with ``inputs`` (checked before anything is stored)."""
         with self.store.tx() as tx:
@@ -396,8 +427,9 @@ class Engine:
 
     def send_event(self, type_: str, data: Any = None, id_: str | None = None) -> dict[str, Any]:
         """Accept an event (see :func:`procflow.runtime.delivery.accept_event`)."""
-        return delivery.accept_event(self, make_event(type_, data, id_))
+        return self.accept_event(make_event(type_, data, id_))
 
+    @retry_on_conflict
     def accept_event(self, event: Event) -> dict[str, Any]:
         return delivery.accept_event(self, event)
 
@@ -432,6 +464,7 @@ class Engine:
         tx.save_run(run, None, None)
         return run.id
 
+    @retry_on_conflict
     def cancel(self, run_id: str) -> None:
         with self.store.tx() as tx:
             run = tx.run_for_update(run_id)
@@ -460,6 +493,7 @@ class Engine:
         tx.append_history(run.id, history)
         tx.save_run(run, None, None)
 
+    @retry_on_conflict
     def retry(self, run_id: str) -> None:
         """Re-attempt a failed run's failed step with a fresh retry budget."""
         with self.store.tx() as tx:
@@ -514,6 +548,7 @@ class Engine:
 
         return list_tasks(self.store.read(), assignee)
 
+    @retry_on_conflict
     def complete_task(
         self,
         task_id: int,
