@@ -25,15 +25,15 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from crash_stores import CaseStores, Db
 
 from procflow.runtime.engine import Engine
-from procflow.store.store import Store
 
 PROJECT = Path(__file__).parent / "flow_crash_project"
 FLOW = "crashy"
@@ -102,21 +102,6 @@ def replayed(phase: str, point: str, hit: int) -> int:
         return RUNS
     # the n-th delegate hit is in round (n-1) // RUNS; the rounds before it are committed
     return calls - RUNS * ((hit - 1) // RUNS)
-
-
-@dataclass(frozen=True)
-class Db:
-    url: str
-    env: dict[str, str]  # what a procflow process needs beyond the URL (the key on PostgreSQL)
-
-    def query(self, sql: str, *args: object) -> list[tuple[object, ...]]:
-        """Rows of one statement on a connection of its own (autocommit on both backends)."""
-        store = Store(self.url)
-        try:
-            cursor = store.conn.execute(sql, args)
-            return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
-        finally:
-            store.close()
 
 
 def procflow_env(db: Db, faults: str = "") -> dict[str, str]:
@@ -263,34 +248,14 @@ def outcomes(
         selected.add((params["backend"], "start", None, 0))  # every test needs the reference
         if name == TEST_NAMES[0]:
             selected.add((params["backend"], params["phase"], params["point"], params["hit"]))
-    pg = None
-    if any(case[0] == "postgresql" for case in selected):
-        pg = request.getfixturevalue("pg_databases")
-    made: list[str] = []
-
-    def store(backend: str, tmp_path: Path) -> Db:
-        if backend == "sqlite":
-            return Db(f"sqlite:///{tmp_path / 'crash.db'}", backend_envs[backend])
-        assert pg is not None
-        made.append(pg.create())
-        return Db(made[-1], backend_envs[backend])
-
-    pool = ThreadPoolExecutor(max_workers=3)
-
-    def finish() -> None:
-        pool.shutdown()
-        for url in made:
-            assert pg is not None
-            pg.drop(url)
-
-    request.addfinalizer(finish)
+    stores = CaseStores(request, backend_envs, any(c[0] == "postgresql" for c in selected))
     out: dict[Case, Future[Outcome]] = {}
     for backend in ("postgresql", "sqlite"):  # PostgreSQL's first: its cases take longer
         for case in [("start", None, 0), *CASES]:
             if (backend, *case) in selected:
                 tmp_path = tmp_path_factory.mktemp("flow_crash")
-                db = store(backend, tmp_path)
-                out[(backend, *case)] = pool.submit(crash_and_recover, tmp_path, db, *case)
+                db = stores.store(backend, tmp_path)
+                out[(backend, *case)] = stores.submit(crash_and_recover, tmp_path, db, *case)
     return out
 
 
