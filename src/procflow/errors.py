@@ -65,6 +65,14 @@ class UsageError(ProcflowError):
     """A request that cannot be used: unknown name or id, bad input, a rejected write (exit 2)."""
 
 
+class ConfigError(UsageError):
+    """A setting (an environment variable or its flag) has a value procflow cannot use."""
+
+    def __init__(self, message: str, *, setting: str | None = None) -> None:
+        super().__init__(message)
+        self.setting = setting
+
+
 class NotFoundError(UsageError):
     """An unknown definition, run, record, task or event type."""
 

@@ -1,0 +1,132 @@
+"""Every setting procflow reads from its environment, read in this one place.
+
+A setting is declared once in :data:`SETTINGS` (its variable, default and meaning); the CLI shows a
+flag's variable in ``--help`` from here, and :class:`Config` is the parsed, typed view the engine
+and the faces are given. Nothing else in the package reads ``os.environ`` for a ``PROCFLOW_*``
+variable: a test or an embedding program passes its own mapping to :meth:`Config.from_environ`.
+
+Connector settings (``SLACK_TOKEN``, ``SLACK_BASE_URL``) are not here: a connector's manifest
+declares the variables its ``config`` reads, and the connector layer resolves them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from procflow.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_DATABASE_URL",
+    "SETTINGS",
+    "Config",
+    "Setting",
+    "env_name",
+]
+
+DEFAULT_DATABASE_URL = "sqlite:///./procflow.db"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable procflow reads."""
+
+    env: str
+    default: str | None
+    meaning: str
+
+
+SETTINGS: dict[str, Setting] = {
+    s.env: s
+    for s in (
+        Setting(
+            "PROCFLOW_DATABASE_URL", DEFAULT_DATABASE_URL, "the store (sqlite:/// or postgresql://)"
+        ),
+        Setting("PROCFLOW_PROJECT", None, "where delegates, custom/ and connectors/ live"),
+        Setting("PROCFLOW_SECRET_KEY", None, "the key vars are sealed with (32+ characters)"),
+        Setting("PROCFLOW_SECRET_KEY_FILE", None, "a file holding the secret key"),
+        Setting("PROCFLOW_SECRETS_FILE", None, "NAME=value lines that secret() reads"),
+        Setting("PROCFLOW_SMTP_URL", None, "smtp://host:port for notify and email.send"),
+        Setting("PROCFLOW_SMTP_FROM", None, "the From address of sent mail"),
+        Setting("PROCFLOW_LEASE_SECONDS", "30", "how long a worker holds a claimed run"),
+        Setting("PROCFLOW_FAULTS", None, "fault points that kill the process (crash tests)"),
+        Setting("PROCFLOW_API_TOKENS", None, "token=user:role,role;... for the HTTP API"),
+        Setting("PROCFLOW_API_TOKENS_FILE", None, "a file of token=user:roles lines"),
+        Setting("PROCFLOW_WEBHOOK_SECRET", None, "the Standard Webhooks signing secret"),
+        Setting("PROCFLOW_LOG_FORMAT", "text", "text or json"),
+    )
+}
+
+
+def env_name(key: str) -> str:
+    """The variable of a declared setting (a typo here is a bug, so it fails loudly)."""
+    return SETTINGS[key].env
+
+
+@dataclass(frozen=True)
+class Config:
+    """The settings of one engine or command, parsed from an environment once."""
+
+    database_url: str = DEFAULT_DATABASE_URL
+    project_dir: str | None = None
+    secret_key: str | None = None
+    secret_key_file: str | None = None
+    secrets_file: str | None = None
+    smtp_url: str | None = None
+    smtp_from: str | None = None
+    lease_seconds: float = 30.0
+    faults: str = ""
+    api_tokens: str | None = None
+    api_tokens_file: str | None = None
+    webhook_secret: str | None = None
+    log_format: str = "text"
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> Config:
+        env = os.environ if environ is None else environ
+
+        def text(name: str) -> str | None:
+            value = env.get(name)
+            return value if value else None  # an empty variable counts as unset
+
+        return cls(
+            database_url=text("PROCFLOW_DATABASE_URL") or DEFAULT_DATABASE_URL,
+            project_dir=text("PROCFLOW_PROJECT"),
+            secret_key=text("PROCFLOW_SECRET_KEY"),
+            secret_key_file=text("PROCFLOW_SECRET_KEY_FILE"),
+            secrets_file=text("PROCFLOW_SECRETS_FILE"),
+            smtp_url=text("PROCFLOW_SMTP_URL"),
+            smtp_from=text("PROCFLOW_SMTP_FROM"),
+            lease_seconds=_seconds("PROCFLOW_LEASE_SECONDS", text("PROCFLOW_LEASE_SECONDS"), 30.0),
+            faults=text("PROCFLOW_FAULTS") or "",
+            api_tokens=text("PROCFLOW_API_TOKENS"),
+            api_tokens_file=text("PROCFLOW_API_TOKENS_FILE"),
+            webhook_secret=text("PROCFLOW_WEBHOOK_SECRET"),
+            log_format=_choice(
+                "PROCFLOW_LOG_FORMAT", text("PROCFLOW_LOG_FORMAT"), ("text", "json")
+            ),
+        )
+
+
+def _seconds(name: str, raw: str | None, default: float) -> float:
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(
+            f"{name} must be a number of seconds, not [{raw}]", setting=name
+        ) from None
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{name} must be a positive number of seconds, not [{raw}]", setting=name)
+    return value
+
+
+def _choice(name: str, raw: str | None, allowed: tuple[str, ...]) -> str:
+    if raw is None:
+        return allowed[0]
+    if raw not in allowed:
+        raise ConfigError(f"{name} must be one of {', '.join(allowed)}, not [{raw}]", setting=name)
+    return raw
