@@ -6,14 +6,20 @@ the CLI is a bug. Messages say what went wrong, where, and how to fix it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from procflow.model.source import Diagnostic
 
 
 class ProcflowError(Exception):
-    """Base of every error procflow raises on purpose."""
+    """Base of every error procflow raises on purpose.
+
+    ``exit_code`` is what the CLI exits with when this error ends a command (and what the HTTP
+    face maps to a status): 1 the definition or run is bad, 2 the request is unusable.
+    """
+
+    exit_code: ClassVar[int] = 1
 
 
 # --- definitions -----------------------------------------------------------------------------
@@ -63,6 +69,8 @@ class DurationError(ProcflowError):
 
 class UsageError(ProcflowError):
     """A request that cannot be used: unknown name or id, bad input, a rejected write (exit 2)."""
+
+    exit_code: ClassVar[int] = 2
 
 
 class ConfigError(UsageError):
