@@ -8,9 +8,9 @@ from procflow.errors import NonRetryableError, ProcflowError
 
 if TYPE_CHECKING:
     from procflow.api import Engine
-    from procflow.runtime.context import StepContext
+    from procflow.runtime.context import KeptMessage, StepContext
 
-__all__ = ["Engine", "NonRetryableError", "ProcflowError", "StepContext"]
+__all__ = ["Engine", "KeptMessage", "NonRetryableError", "ProcflowError", "StepContext"]
 __version__ = "0.1.0"
 
 
@@ -21,8 +21,8 @@ def __getattr__(name: str) -> Any:
         from procflow.api import Engine
 
         return Engine
-    if name == "StepContext":
-        from procflow.runtime.context import StepContext
+    if name in ("StepContext", "KeptMessage"):
+        from procflow.runtime import context
 
-        return StepContext
+        return getattr(context, name)
     raise AttributeError(f"module 'procflow' has no attribute {name!r}")

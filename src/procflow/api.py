@@ -1,4 +1,4 @@
-"""The Python API (interfaces.md, "Python API").
+"""The Python API: ``procflow.Engine``, what a program embedding procflow calls.
 
 ```python
 import procflow
@@ -11,28 +11,37 @@ engine.advance("PT30S")
 task = engine.tasks.list(assignee="manager")[0]
 engine.tasks.complete(task["id"], "approve", {"note": "ok"}, user="alice")
 ```
+
+It wraps the runtime's engine and exposes only what users call; the CLI and the HTTP face call
+the same runtime calls, so no face can do what another cannot.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, Self
 
-from procflow.runtime import engine as _engine
+from procflow.runtime import engine as _runtime
+from procflow.runtime.deploy import Deployed
 from procflow.store.rows import RunRow
+
+__all__ = ["Engine", "Events", "Records", "Runs", "Tasks"]
 
 
 class Records:
     """``engine.records``: entity records; every write fires its lifecycle event."""
 
-    def __init__(self, engine: _engine.Engine) -> None:
+    def __init__(self, engine: _runtime.Engine) -> None:
         self._e = engine
 
     def create(
-        self, entity: str, data: dict[str, Any], *, user: str | None = None
+        self, entity: str, data: Mapping[str, Any], *, user: str | None = None
     ) -> dict[str, Any]:
         return self._e.create_record(entity, data, user=user)
 
-    def update(self, entity: str, id_: int, patch: dict[str, Any]) -> dict[str, Any]:
+    def update(self, entity: str, id_: int, patch: Mapping[str, Any]) -> dict[str, Any]:
         return self._e.update_record(entity, id_, patch)
 
     def delete(self, entity: str, id_: int) -> None:
@@ -46,14 +55,18 @@ class Records:
 
 
 class Runs:
-    """``engine.runs``: start (flows), list, show, cancel and retry runs."""
+    """``engine.runs``: start, list, show, cancel and retry runs."""
 
-    def __init__(self, engine: _engine.Engine) -> None:
+    def __init__(self, engine: _runtime.Engine) -> None:
         self._e = engine
 
-    def start(self, name: str, inputs: dict[str, Any] | None = None) -> str:
+    def start(self, name: str, inputs: Mapping[str, Any] | None = None) -> str:
         """Start a run of the deployed flow ``name``; returns its id."""
         return self._e.start_flow(name, inputs or {})
+
+    def start_for_record(self, name: str, entity: str, id_: int) -> str:
+        """Start a run of the trigger-less process ``name`` for a record; returns its id."""
+        return self._e.start(name, record=(entity, id_))
 
     def for_record(self, entity: str, id_: int) -> list[dict[str, Any]]:
         return [self._e.show(r.id) for r in self._e.runs_for_record(entity, id_)]
@@ -74,7 +87,7 @@ class Runs:
 class Tasks:
     """``engine.tasks``: open user tasks, and completing one."""
 
-    def __init__(self, engine: _engine.Engine) -> None:
+    def __init__(self, engine: _runtime.Engine) -> None:
         self._e = engine
 
     def list(self, assignee: str | None = None) -> list[dict[str, Any]]:
@@ -84,7 +97,7 @@ class Tasks:
         self,
         task_id: int,
         action: str | None = None,
-        data: dict[str, Any] | None = None,
+        data: Mapping[str, Any] | None = None,
         *,
         user: str | None = None,
     ) -> dict[str, Any]:
@@ -92,17 +105,77 @@ class Tasks:
         return self._e.complete_task(task_id, action, data, user)
 
 
-class Engine(_engine.Engine):
-    """The engine with the Python API's ``records``, ``runs`` and ``tasks`` namespaces."""
+class Events:
+    """``engine.events``: accept an event from the outside world."""
+
+    def __init__(self, engine: _runtime.Engine) -> None:
+        self._e = engine
+
+    def send(self, type_: str, data: Any = None, id_: str | None = None) -> dict[str, Any]:
+        """Deliver it to every matching waiting run and start the flows it triggers; returns
+        the delivery report ``{event_id, duplicate, resumed, started}``."""
+        return self._e.send_event(type_, data, id_)
+
+
+class Engine:
+    """``procflow.Engine(url)``: deploy definitions, write records, run, and work."""
+
+    def __init__(self, url: str | None = None, **options: Any) -> None:
+        self._attach(_runtime.Engine(url, **options))
+
+    @classmethod
+    def virtual(cls, path_or_url: str, **options: Any) -> Self:
+        """An engine on a virtual-clock store (a SQLite file path, or a new or empty store's
+        URL): time moves only by :meth:`advance` and :meth:`set_clock`."""
+        engine = cls.__new__(cls)  # the store must be made virtual before the engine opens it
+        engine._attach(_runtime.Engine.virtual(path_or_url, **options))
+        return engine
+
+    def _attach(self, runtime: _runtime.Engine) -> None:
+        self._e = runtime
+        self.records = Records(runtime)
+        self.runs = Runs(runtime)
+        self.tasks = Tasks(runtime)
+        self.events = Events(runtime)
+
+    def deploy(self, path: str) -> list[Deployed]:
+        """Validate a definition file completely, then store its new versions."""
+        return self._e.deploy(path)
+
+    def enable(self, name: str, enabled: bool = True) -> None:
+        """Enable (or disable) a definition: a disabled one starts no new runs."""
+        self._e.set_enabled(name, enabled)
+
+    def work(self, until_idle: bool = True) -> int:
+        """Run what is due; returns the number of steps committed."""
+        return self._e.work(until_idle=until_idle)
+
+    def now(self) -> int:
+        """The store's clock, in microseconds since the epoch."""
+        return self._e.now()
 
     @property
-    def records(self) -> Records:
-        return Records(self)
+    def is_virtual(self) -> bool:
+        return self._e.is_virtual
 
-    @property
-    def runs(self) -> Runs:
-        return Runs(self)
+    def advance(self, duration: str | timedelta) -> None:
+        """Virtual clock only: step through every due time up to now + ``duration``."""
+        self._e.advance(duration)
 
-    @property
-    def tasks(self) -> Tasks:
-        return Tasks(self)
+    def set_clock(self, timestamp: str) -> None:
+        """Virtual clock only: move forward to ``timestamp`` the same way as :meth:`advance`."""
+        self._e.set_clock(_runtime.from_iso(timestamp))
+
+    def close(self) -> None:
+        self._e.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()

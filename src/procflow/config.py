@@ -24,6 +24,7 @@ __all__ = [
     "Config",
     "Setting",
     "env_name",
+    "raw",
 ]
 
 DEFAULT_DATABASE_URL = "sqlite:///./procflow.db"
@@ -65,6 +66,13 @@ def env_name(key: str) -> str:
     return SETTINGS[key].env
 
 
+def raw(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The text of the declared setting ``name`` in ``environ`` (default: this process's
+    environment); an empty variable counts as unset. Every ``PROCFLOW_*`` read goes through here."""
+    value = (os.environ if environ is None else environ).get(env_name(name))
+    return value if value else None
+
+
 @dataclass(frozen=True)
 class Config:
     """The settings of one engine or command, parsed from an environment once."""
@@ -85,11 +93,8 @@ class Config:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Config:
-        env = os.environ if environ is None else environ
-
         def text(name: str) -> str | None:
-            value = env.get(name)
-            return value if value else None  # an empty variable counts as unset
+            return raw(name, environ)
 
         return cls(
             database_url=text("PROCFLOW_DATABASE_URL") or DEFAULT_DATABASE_URL,

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from procflow.api import Engine
-from procflow.connectors.actions import ACTION_FAKES
+from procflow.runtime.actions import ACTION_FAKES
 from procflow.runtime.delegates import FAKES
 
 

@@ -320,7 +320,7 @@ def test_onboarding_with_the_approval_stubbed_runs_to_completion(cli: Cli, tmp_p
     assert isinstance(bindings["ask"]["ts"], str) and bindings["ask"]["ts"]
     outboxed = [h for h in shown["history"] if h["type"] == "message.outboxed"]
     assert [(h["step"], h["to"]) for h in outboxed] == [("ask", "#sales-ops")]
-    # ... and `procflow outbox list` shows it, in the JSON shape of interfaces.md.
+    # ... and `procflow outbox list` shows it, in the JSON shape of docs/reference/cli.md.
     (message,) = cli.json("outbox", "list")
     assert message == {
         "id": message["id"], "channel": "slack", "to": "#sales-ops", "subject": None,

@@ -145,8 +145,9 @@ def test_a_run_waiting_an_hour_is_resumed_by_a_new_worker_process(
     assert fired["at"] == "2027-01-01T01:00:00Z"
 
     # Attempt 1 ran in the first worker, attempt 2 in a process started after the hour passed.
-    # (`clock advance` runs what falls due as it steps through time — runtime.md, Clock — so on
-    # a virtual clock it is usually that process; on the system clock it is the next worker.)
+    # (`clock advance` runs what falls due as it steps through time — docs/reference/cli.md,
+    # `procflow clock` — so on a virtual clock it is usually that process; on the system clock it
+    # is the next worker.)
     attempts = [line.split() for line in (project / "attempts.log").read_text().splitlines()]
     assert [a for a, _ in attempts] == ["1", "2"]
     first_worker, second_worker = cli.pids["worker --until-idle"]

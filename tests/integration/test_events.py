@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from procflow.errors import UsageError
+from procflow.errors import EventError, UsageError
 from procflow.runtime.engine import Engine
-from procflow.runtime.events import EventError, envelope
+from procflow.runtime.events import envelope
 
 # The seed's `approval` step, verbatim (flow-waiting-and-polling.txt).
 SEED_APPROVAL = """\
@@ -28,7 +28,8 @@ SEED_APPROVAL = """\
       timeout: 24h
 """
 
-# flow.md's example, minus the trigger: ask, wait for the click, nudge on a timeout.
+# The example atop docs/reference/flow.md, minus the trigger: ask, wait for the click, nudge on a
+# timeout.
 DEAL_APPROVAL = (
     """\
 flow: deal-approval
@@ -547,6 +548,38 @@ def test_lookback_takes_the_earliest_undelivered_event_even_one_another_run_got(
     ]
     assert received == [("first", "one", True), ("second", "two", True)]
     assert project.count("deliveries", "run_id=?", run_id) == 2
+
+
+LATE_WAIT = """\
+flow: late
+steps:
+  - pause: {{ wait: {{ for: 30h }} }}
+  - approval:
+      wait_for: slack.approval
+      match: {{ message: "m1" }}
+      timeout: 1h
+      lookback: {lookback}
+output: "{{{{ approval.status }}}}"
+"""
+
+
+def test_event_pruning_keeps_what_the_lookback_of_a_running_older_version_still_needs(
+    project: Project,
+) -> None:
+    project.deploy(LATE_WAIT.format(lookback="48h"))
+    run_id = project.start("late", {})
+    project.eng.advance("1h")
+    project.eng.send_event("slack.approval", {"message": "m1", "approved": True}, "early")
+    # A new version with a shorter window; the running run stays pinned to version 1, whose
+    # wait_for will look back 48 hours.
+    project.deploy(LATE_WAIT.format(lookback="1h"))
+    project.eng.advance("25h")  # T0+26h
+    project.eng.send_event("slack.approval", {"message": "unrelated"}, "later")  # prunes
+    project.eng.advance("5h")  # T0+31h: the wait_for began at T0+30h and timed out at T0+31h
+    shown = project.show(run_id)
+    assert shown["status"] == "completed"
+    # The event accepted at T0+1h lies inside the 48h window of the version the run runs.
+    assert shown["output"] == "received"
 
 
 # --- cancel --------------------------------------------------------------------------------

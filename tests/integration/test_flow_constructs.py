@@ -1,4 +1,5 @@
-"""Every construct and modifier of the flow dialect (flow.md), run on both store backends.
+"""Every construct and modifier of the flow dialect (docs/reference/flow.md), run on both store
+backends.
 
 Each test writes a small project into ``tmp_path``: a ``*.flow.yaml`` and a project connector
 ``connectors/echo/`` (manifest + package). The connector appends one JSON line per call to
@@ -18,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from procflow.errors import InputError
 from procflow.runtime.engine import Engine
-from procflow.runtime.inputs import InputError
 
 EPOCH = datetime(2027, 1, 1, tzinfo=UTC)
 
@@ -595,6 +596,36 @@ def test_secret_reaches_the_action_but_nothing_show_returns(project: Project) ->
     ]
     assert run["error"] == {"message": "token *** was rejected", "step": "reject", "type": "action"}
     assert secret not in json.dumps(run)
+
+
+def stored_text(engine: Engine, run_id: str) -> str:
+    """Every column of every row procflow keeps about the run, as text."""
+    conn = engine.store.conn
+    out = []
+    for table in ("runs", "history", "tokens", "timers", "scopes"):
+        column = "id" if table == "runs" else "run_id"
+        rows = conn.execute(f"SELECT * FROM {table} WHERE {column}=?", (run_id,)).fetchall()
+        out.append(repr(rows))
+    return "\n".join(out)
+
+
+def test_a_secret_in_the_message_of_an_args_expression_error_is_masked_in_show_and_the_store(
+    project: Project,
+) -> None:
+    secret = "s3cr3t-Zq9-value"
+    project.deploy(
+        """
+        flow: badport
+        steps:
+          - ping: { log.write: { message: "port {{ secret('PF_TEST_PORT') | int }}" } }
+        """,
+        PF_TEST_PORT=secret,
+    )
+    rid = project.start()
+    run = project.show(rid)
+    assert run["status"] == "failed"
+    assert secret not in json.dumps(run), run["error"]
+    assert secret not in stored_text(project.eng, rid)
 
 
 # --- wait -----------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Failure handling in flows (flow.md "Failure, `optional` and `recover`"), end to end on both
+"""Failure handling in flows (docs/reference/flow.md, "Failure"), end to end on both
 store backends with a virtual clock.
 
 Each test writes one small flow (`flow: f`) and a project connector `svc` (actions `call` and
@@ -141,9 +141,12 @@ def start(eng: Engine, svc: Svc, tmp_path: Path) -> Start:
 
 
 def trail(run: dict[str, Any], *types: str) -> list[str]:
-    """The run's history as ``"<type> <path> [<error_type>]"`` lines: all of it, or ``types``."""
+    """The run's history as ``"<type> <path> [<error_type>]"`` lines: all of it, or ``types``.
+    Every step entry (a group's, a skipped step's too) names its full path and its attempt."""
     out = []
     for entry in run["history"]:
+        if entry.get("step") is not None:
+            assert entry.get("path") and entry.get("attempt") is not None, entry
         if types and entry["type"] not in types:
             continue
         line = entry["type"]
@@ -1100,7 +1103,7 @@ def test_retry_reruns_the_failed_step_of_an_iteration_with_a_fresh_budget(
     eng.retry(run_id)  # still broken: three more attempts (count 2 → 3 attempts)
     run = eng.show(run_id)
     retried = entries(run, "run.retried")
-    assert [(e["step"], e["path"]) for e in retried] == [("b", "b")]
+    assert [(e["step"], e["path"]) for e in retried] == [("b", "each[1].b")]  # its full path
     eng.advance("1m")
     run = eng.show(run_id)
     assert run["status"] == "failed"
@@ -1127,11 +1130,11 @@ def test_retry_reruns_the_failed_step_of_an_iteration_with_a_fresh_budget(
         "step.failed each[1].b action",
         "step.failed each action",
         "run.failed each[1].b",
-        "run.retried b",
+        "run.retried each[1].b",
         "step.failed each[1].b action",
         "step.failed each action",
         "run.failed each[1].b",
-        "run.retried b",
+        "run.retried each[1].b",
         "run.completed",
     ]
 

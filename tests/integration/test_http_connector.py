@@ -10,10 +10,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from procflow.connectors.actions import ActionTimeout, call_action, check_args, load_action
-from procflow.connectors.builtin.http import HttpRequestError, HttpStatusError
-from procflow.connectors.registry import ConnectorRegistry
-from procflow.errors import NonRetryableError
+from procflow.errors import ActionTimeout, HttpRequestError, HttpStatusError, NonRetryableError
+from procflow.model.registry import ConnectorRegistry
+from procflow.runtime.actions import call_action, check_args, load_action
 from procflow.runtime.context import StepContext, step_logger
 
 
@@ -91,9 +90,15 @@ def request(args: dict[str, Any], timeout: float | None = 10.0) -> dict[str, Any
     fn = load_action(manifest, "request", ".")
     log, _ = step_logger("run-h", "call")
     ctx = StepContext(
-        run_id="run-h", step="call", attempt=1, idempotency_key="k", project_dir=".", log=log
+        run_id="run-h",
+        step="call",
+        attempt=1,
+        idempotency_key="k",
+        project_dir=".",
+        log=log,
+        timeout=timeout,
     )
-    return call_action(fn, ctx, args, timeout)
+    return call_action(fn, ctx, args)
 
 
 def test_get_json(server: str) -> None:
@@ -147,7 +152,7 @@ def test_status_outside_default_expect_fails_with_excerpt(server: str) -> None:
     with pytest.raises(HttpStatusError) as info:
         request({"url": f"{server}/missing?token=hidden"})
     message = str(info.value)
-    assert info.value.status == 404
+    assert (info.value.status, info.value.connector, info.value.action) == (404, "http", "request")
     assert "404" in message and "expected 2xx" in message
     assert "no such thing here" in message
     assert "hidden" not in message

@@ -1,4 +1,4 @@
-"""The Python API of interfaces.md and the procflow.testing fixture/fakes."""
+"""The Python API (docs/reference/python.md) and the procflow.testing fixture/fakes."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ import pytest
 
 from procflow.runtime.engine import Engine
 from procflow.runtime.views import why_waiting
+from procflow.store.store import Tx
 
 APP = """\
 name: tickets
@@ -59,6 +60,11 @@ SECRET = "tok-9f8e7d6c5b4a"
 
 def Produce(ctx):
     ctx.vars["token"] = SECRET
+
+
+def FetchAndNote(ctx):
+    ctx.vars["token"] = SECRET
+    ctx.record["note"] = "fetched"
 
 
 class CancelMeanwhile:
@@ -241,6 +247,37 @@ def test_cancelling_a_waiting_run_removes_its_wait(project: Project) -> None:
     assert project.show(run_id)["status"] == "cancelled"
 
 
+SELF_RESUME = """\
+- name: P
+  trigger: { onCreate: Ticket }
+  steps:
+    - name: triage
+      kind: userTask
+      args: { assignee: support, timeout: { after: PT1H, then: ack } }
+    - { name: waitPrio, kind: wait, args: { onUpdate: Ticket, when: "priority > 3", next: end } }
+    - { name: ack, kind: userTask, args: { assignee: support } }
+    - { name: bump, kind: serviceTask, args: { setField: priority, value: 5, next: end } }
+"""
+
+
+def test_a_step_whose_write_satisfies_a_wait_of_its_own_run_completes_the_run(
+    project: Project,
+) -> None:
+    project.deploy(SELF_RESUME)
+    ticket, run_id = project.ticket()
+    project.engine.advance("PT1H")  # the timeout forks a second path: the task [ack]
+    tasks = {t["step"]: t["id"] for t in project.engine.list_tasks()}
+    project.engine.complete_task(tasks["triage"])
+    project.engine.work()  # path 1 parks on waitPrio
+    project.engine.complete_task(tasks["ack"])
+    project.engine.work()  # path 2: bump writes priority 5, which satisfies path 1's wait
+    shown = project.show(run_id)
+    assert project.engine.get_record("Ticket", ticket["id"])["priority"] == 5
+    # Both paths ended in the one commit: the run completes, with no token left behind.
+    assert (shown["status"], shown["tokens"]) == ("completed", [])
+    assert shown["history"][-1]["type"] == "run.completed"
+
+
 # --- abortOn --------------------------------------------------------------------------------------
 
 
@@ -349,3 +386,46 @@ def test_an_abort_while_a_worker_holds_the_run_refuses_the_workers_commit(
     assert project.count("tokens", run_id) == 0
     project.engine.work()
     assert [h["type"] for h in project.show(run_id)["history"]] == types
+
+
+CANCELLER_AND_WORKER = """\
+- name: ACanceller
+  trigger: { onCreate: Ticket }
+  steps:
+    - { name: giveUp, kind: serviceTask, args: { setRelationField: Status, value: Cancelled } }
+- name: BWorker
+  trigger: { onCreate: Ticket }
+  vars: [ { name: token } ]
+  abortOn: { status: Cancelled, then: markVoid }
+  steps:
+    - { name: fetch, kind: serviceTask, args: { delegate: FetchAndNote, produces: [token] } }
+    - { name: review, kind: userTask, args: { assignee: support, next: end } }
+    - { name: markVoid, kind: serviceTask, args: { setField: note, value: voided } }
+"""
+
+
+def test_a_run_aborted_by_another_runs_record_write_in_the_same_commit_keeps_no_step_writes(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The claim's order is unspecified (SQLite happens to give insertion order, PostgreSQL heap
+    # order); fix the order in which the one group commit applies the two runs: the canceller
+    # first, which is a legal outcome on either backend.
+    claim = Tx.claim_runs
+
+    def ordered_claim(self: Tx, *args: Any) -> list[Any]:
+        return sorted(claim(self, *args), key=lambda r: r.name)
+
+    monkeypatch.setattr(Tx, "claim_runs", ordered_claim)
+    project.deploy(CANCELLER_AND_WORKER)
+    ticket = project.engine.create_record("Ticket", {"title": "t"})
+    runs = {r.name: r.id for r in project.engine.runs_for_record("Ticket", ticket["id"])}
+    project.engine.work()  # one worker claims both runs and commits both steps in one transaction
+    aborted = runs["BWorker"]
+    assert project.show(aborted)["status"] == "aborted"
+    # Either order of the two commits ends with markVoid's write and no var left behind: B's
+    # step committed before the abort (then the cleanup overwrote its note and the sweep erased
+    # its var) or after it (then it was refused).
+    found = {"vars": project.count("vars", aborted), "note": project.note(ticket["id"])}
+    assert found == {"vars": 0, "note": "voided"}
+    assert project.count("tokens", aborted) == 0
+    assert project.count("timers", aborted) == 0

@@ -8,7 +8,8 @@ from importlib import resources
 
 import pytest
 
-from procflow.store.store import SCHEMA_VERSION, Store, StoreError, _statements
+from procflow.store.backend import statements
+from procflow.store.store import SCHEMA_VERSION, Store, StoreError
 
 pytestmark = pytest.mark.empty_store  # these tests build the store themselves
 
@@ -23,7 +24,7 @@ def make_version_1(url: str) -> None:
             .read_text()
         )
         with store.tx() as tx:
-            for statement in _statements(script):
+            for statement in statements(script):
                 store.conn.execute(statement)
             tx.meta_set("schema_version", "1")
             tx.meta_set("clock", "system")

@@ -20,11 +20,16 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP as SMTPServer
 from aiosmtpd.smtp import AuthResult, Envelope, LoginPassword, Session
 
-from procflow.connectors.actions import call_action, check_args, load_action, resolve_config
-from procflow.connectors.builtin.email import SmtpError, SmtpFatalError, message_id
-from procflow.connectors.builtin.slack import SlackError, SlackFatalError
-from procflow.connectors.registry import ConnectorRegistry
-from procflow.errors import NonRetryableError
+from procflow.connectors.builtin.email import message_id
+from procflow.errors import (
+    NonRetryableError,
+    SlackError,
+    SlackFatalError,
+    SmtpError,
+    SmtpFatalError,
+)
+from procflow.model.registry import ConnectorRegistry
+from procflow.runtime.actions import call_action, check_args, load_action, resolve_config
 from procflow.runtime.context import StepContext, step_logger
 from procflow.runtime.engine import Engine
 
@@ -195,8 +200,9 @@ def call(connector: str, action: str, args: dict[str, Any], environ: dict[str, s
         project_dir=".",
         log=log,
         config=resolve_config(manifest, environ),
+        timeout=10.0,
     )
-    return call_action(fn, ctx, args, 10.0), ctx, lines
+    return call_action(fn, ctx, args), ctx, lines
 
 
 def slack_env(slack_api: str, token: str = TOKEN) -> dict[str, str]:
@@ -251,7 +257,8 @@ def test_slack_errors_no_retry_can_fix_are_non_retryable(
     with pytest.raises(SlackFatalError) as info:
         call("slack", "post", {"channel": channel, "text": "x"}, slack_env(slack_api, token))
     assert isinstance(info.value, NonRetryableError)
-    assert info.value.error == error
+    assert isinstance(info.value, SlackError)  # one family, whether retried or not
+    assert (info.value.error, info.value.connector, info.value.action) == (error, "slack", "post")
     assert f"[{error}]" in str(info.value)
     assert token not in str(info.value)
 
@@ -318,6 +325,7 @@ def test_email_bad_credentials_are_non_retryable_and_not_echoed(smtp_server: Smt
     with pytest.raises(SmtpFatalError) as info:
         call("email", "send", {"to": "a@acme.test", "subject": "s", "body": "b"}, env)
     assert "535" in str(info.value)
+    assert (info.value.code, info.value.connector, info.value.action) == (535, "email", "send")
     assert "wrong-pass-3b8f" not in str(info.value)
     assert smtp_server.mailbox.messages == []
 
@@ -351,6 +359,7 @@ def test_email_refused_recipient(
             {"PROCFLOW_SMTP_URL": smtp_server.url},
         )
     assert isinstance(info.value, NonRetryableError) is final
+    assert isinstance(info.value, SmtpError) and info.value.code == (550 if final else 450)
     assert smtp_server.mailbox.messages == []
 
 
@@ -454,3 +463,68 @@ def test_flow_non_retryable_slack_error_fails_the_run_at_once(
     assert "retry.scheduled" not in types
     assert types.count("attempt.failed") == 1
     assert "message.sent" not in types
+
+
+# --- an intent's notify: the same sender, configured by the engine's environment -------------
+
+CLAIMS = """\
+name: claims
+entities:
+  - name: Claim
+    fields:
+      - { name: id, type: integer, primaryKey: true, generated: true }
+      - { name: title, type: string, required: true, length: 100 }
+processes:
+  - name: P
+    trigger: { onCreate: Claim }
+    steps:
+      - name: tell
+        kind: serviceTask
+        args:
+          notify: { to: boss@acme.test, subject: "Claim {id}", body: "About {title}." }
+"""
+
+
+def notify_claim(tmp_path: Path, db_url: str, environ: dict[str, str]) -> dict[str, Any]:
+    path = tmp_path / "claims.intent"
+    path.write_text(CLAIMS)
+    engine = Engine.virtual(db_url, environ=environ)
+    try:
+        engine.deploy(str(path))
+        record = engine.create_record("Claim", {"title": "lamp"})
+        engine.work()
+        (run,) = engine.runs_for_record("Claim", record["id"])
+        shown = engine.show(run.id)
+        shown["_outbox"] = engine.store.read().outbox()
+        return shown
+    finally:
+        engine.close()
+
+
+def test_notify_sends_through_the_url_in_the_engines_environment(
+    tmp_path: Path,
+    db_url: str,
+    db_env: dict[str, str],
+    smtp_server: SmtpServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PROCFLOW_SMTP_URL", raising=False)  # only the engine's mapping has it
+    shown = notify_claim(tmp_path, db_url, {**db_env, "PROCFLOW_SMTP_URL": smtp_server.url})
+    assert shown["status"] == "completed", shown["error"]
+    assert messages(shown) == [("message.sent", "tell", "boss@acme.test")]
+    assert shown["_outbox"] == []
+    ((mail_from, rcpt_tos, msg),) = smtp_server.mailbox.messages
+    assert (mail_from, rcpt_tos) == ("procflow@localhost", ["boss@acme.test"])  # email's default
+    assert (msg["Subject"], msg.get_content().strip()) == ("Claim 1", "About lamp.")
+    assert msg["Message-ID"].startswith("<procflow-") and msg["Message-ID"].endswith("@localhost>")
+
+
+def test_notify_without_a_url_in_the_engines_environment_keeps_the_message(
+    tmp_path: Path, db_url: str, db_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PROCFLOW_SMTP_URL", f"smtp://127.0.0.1:{free_port()}")  # not the engine's
+    shown = notify_claim(tmp_path, db_url, dict(db_env))
+    assert shown["status"] == "completed", shown["error"]
+    assert messages(shown) == [("message.outboxed", "tell", "boss@acme.test")]
+    outbox = [(o.channel, o.recipient, o.subject, o.body, o.step) for o in shown["_outbox"]]
+    assert outbox == [("email", "boss@acme.test", "Claim 1", "About lamp.", "tell")]

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from procflow.store.store import StoreConflict, _is_conflict
+from procflow.store.pg import is_conflict
+from procflow.store.store import StoreConflict
 
 # SQLite cannot deadlock (one writer, BEGIN IMMEDIATE): these tests are about PostgreSQL only,
 # and run against it directly rather than through the sqlite/postgresql matrix.
@@ -31,8 +32,8 @@ class _Err(Exception):
 def test_only_deadlocks_and_serialisation_failures_are_conflicts(
     sqlstate: str, conflict: bool
 ) -> None:
-    assert _is_conflict(_Err(sqlstate)) is conflict
-    assert _is_conflict(ValueError("x")) is False
+    assert is_conflict(_Err(sqlstate)) is conflict
+    assert is_conflict(ValueError("x")) is False
 
 
 @pytest.fixture
@@ -94,6 +95,7 @@ def test_a_worker_whose_commit_conflicts_hands_its_runs_back_and_they_finish(
 ) -> None:
     from pathlib import Path
 
+    from procflow.runtime.commit import Committer
     from procflow.runtime.engine import Engine
 
     path = Path(str(tmp_path)) / "c.flow.yaml"
@@ -102,16 +104,16 @@ def test_a_worker_whose_commit_conflicts_hands_its_runs_back_and_they_finish(
     try:
         engine.deploy(str(path))
         run_id = engine.start_flow("conflicted", {})
-        real = Engine._commit
+        real = Committer.commit_batch
         calls = {"n": 0}
 
-        def conflict_once(self: Engine, batch: list, now: int) -> set[str]:  # type: ignore[type-arg]
+        def conflict_once(self: Committer, batch: list, now: int) -> set[str]:  # type: ignore[type-arg]
             calls["n"] += 1
             if calls["n"] == 1:
                 raise StoreConflict("deadlock (simulated)")
             return real(self, batch, now)
 
-        monkeypatch.setattr(Engine, "_commit", conflict_once)
+        monkeypatch.setattr(Committer, "commit_batch", conflict_once)
         assert engine.work_batch() == 0  # the round was rolled back: nothing committed
         assert engine.store.read().lease_of(run_id) == (None, None)  # handed back at once
         assert engine.show(run_id)["history"][-1]["type"] == "run.started"
@@ -133,7 +135,7 @@ def test_user_calls_are_repeated_after_a_conflict_then_report_it(
     from collections.abc import Iterator as It
     from pathlib import Path
 
-    from procflow.runtime import engine as engine_module
+    from procflow.runtime import conflicts as engine_module
     from procflow.runtime.engine import Engine
 
     path = Path(str(tmp_path)) / "c.flow.yaml"

@@ -23,8 +23,8 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP as SMTPServer
 from aiosmtpd.smtp import Envelope, Session
 
-from procflow.api import Engine
 from procflow.errors import NotFoundError, UsageError
+from procflow.runtime.engine import Engine
 from procflow.runtime.views import why_waiting
 
 APP = """\
@@ -163,7 +163,7 @@ class Project:
 
     def claim(self, user: str | None = None, **data: Any) -> tuple[dict[str, Any], str]:
         """Create a claim, work until idle; the claim and its run's id."""
-        record = self.engine.records.create("Claim", {"title": "t", **data}, user=user)
+        record = self.engine.create_record("Claim", {"title": "t", **data}, user=user)
         self.engine.work()
         runs = self.engine.runs_for_record("Claim", record["id"])
         return record, runs[0].id
@@ -172,7 +172,12 @@ class Project:
         return self.engine.show(run_id)
 
     def types(self, run_id: str) -> list[str]:
-        return [h["type"] for h in self.show(run_id)["history"]]
+        """The history's entry types; every step entry names its path and attempt."""
+        history = self.show(run_id)["history"]
+        for h in history:
+            if h.get("step") is not None:
+                assert h.get("path") and h.get("attempt") is not None, h
+        return [h["type"] for h in history]
 
     def entries(self, run_id: str, type_: str) -> list[dict[str, Any]]:
         return [h for h in self.show(run_id)["history"] if h["type"] == type_]
@@ -211,7 +216,7 @@ def test_a_user_task_opens_a_task_and_parks_its_token(project: Project) -> None:
     record, run_id = project.claim()
     shown = project.show(run_id)
     assert shown["status"] == "waiting"
-    [task] = project.engine.tasks.list()
+    [task] = project.engine.list_tasks()
     assert task == {
         "id": 1, "run_id": run_id, "step": "review", "assignee": "clerk", "form": "Review",
         "actions": ["approve", "reject"], "record": {"entity": "Claim", "id": record["id"]},
@@ -238,20 +243,20 @@ def test_completing_writes_the_form_applies_set_field_and_routes_on_the_action(
 ) -> None:
     project.deploy(REVIEW)
     record, run_id = project.claim(amount=10)
-    done = project.engine.tasks.complete(1, action, {"amount": 12.5, "note": "checked"})
+    done = project.engine.complete_task(1, action, {"amount": 12.5, "note": "checked"})
     assert done["status"] == "completed"
     assert (done["action"], done["by"], done["data"]) == (
         action, "administrator", {"amount": 12.5, "note": "checked"},
     )  # fmt: skip
     assert done["ended_at"] == at()
     # One transaction: the record is written and the token has moved on to the decision.
-    claim = project.engine.records.get("Claim", record["id"])
+    claim = project.engine.get_record("Claim", record["id"])
     assert (claim["amount"], claim["note"], claim["outcome"]) == (12.5, "checked", "reviewed")
     assert project.show(run_id)["tokens"] == [{"step": "decide", "state": "ready"}]
-    assert project.engine.tasks.list() == []
+    assert project.engine.list_tasks() == []
     project.engine.work()
     assert project.show(run_id)["status"] == "completed"
-    assert project.engine.records.get("Claim", record["id"])["Stage"] == stage
+    assert project.engine.get_record("Claim", record["id"])["Stage"] == stage
     [completed] = project.entries(run_id, "task.completed")
     assert (completed["task_id"], completed["action"], completed["by"]) == (
         1, action, "administrator",
@@ -268,8 +273,8 @@ def test_a_task_without_a_form_takes_free_text_defaulting_to_complete(project: P
     assert project.engine.complete_task(1)["action"] == "complete"
     assert project.engine.complete_task(2, "looked at it twice")["action"] == "looked at it twice"
     project.engine.work()
-    assert project.engine.records.get("Claim", first["id"])["outcome"] == "plain"
-    assert project.engine.records.get("Claim", second["id"])["outcome"] == "custom"
+    assert project.engine.get_record("Claim", first["id"])["outcome"] == "plain"
+    assert project.engine.get_record("Claim", second["id"])["outcome"] == "custom"
     assert [project.show(r)["status"] for r in (run_a, run_b)] == ["completed", "completed"]
 
 
@@ -296,10 +301,10 @@ def test_assignees_resolve_when_the_task_opens(
     project.deploy(FREE.replace("{assignee}", assignee))
     links: dict[str, Any] = {}
     if team is not None:
-        team_id = project.engine.records.create("Team", team)["id"]
-        links["dept"] = project.engine.records.create("Dept", {"team": team_id})["id"]
+        team_id = project.engine.create_record("Team", team)["id"]
+        links["dept"] = project.engine.create_record("Dept", {"team": team_id})["id"]
     project.claim(user=owner, **links)
-    [task] = project.engine.tasks.list()
+    [task] = project.engine.list_tasks()
     assert task["assignee"] == expected[0]
     assert project.rows("SELECT assignee_kind FROM tasks") == [(expected[1],)]
 
@@ -317,9 +322,9 @@ def test_a_user_task_needs_its_user_and_a_role_task_takes_anyone_named(
         "task [1] is assigned to user [alice]; [mallory] cannot complete it"
     )
     assert project.snapshot() == before
-    assert project.engine.tasks.complete(1, user="alice")["by"] == "alice"
+    assert project.engine.complete_task(1, user="alice")["by"] == "alice"
     # Role membership is not modelled yet: any named user may complete a role's task.
-    assert project.engine.tasks.complete(2, user="mallory")["by"] == "mallory"
+    assert project.engine.complete_task(2, user="mallory")["by"] == "mallory"
 
 
 def test_list_tasks_filters_by_assignee(project: Project) -> None:
@@ -345,8 +350,8 @@ def test_the_timeout_starts_a_second_path_while_the_task_stays_open(project: Pro
     assert (forked["at"], forked["step"], forked["from"], forked["task_id"]) == (
         at(1, 2), "nudge", "review", 1,
     )  # fmt: skip
-    assert project.engine.records.get("Claim", record["id"])["note"] == "nudged"
-    assert [t["id"] for t in project.engine.tasks.list()] == [1]  # still open
+    assert project.engine.get_record("Claim", record["id"])["note"] == "nudged"
+    assert [t["id"] for t in project.engine.list_tasks()] == [1]  # still open
     shown = project.show(run_id)
     assert shown["status"] == "waiting"
     assert [t["step"] for t in shown["tokens"]] == ["review"]
@@ -356,22 +361,22 @@ def test_the_timeout_starts_a_second_path_while_the_task_stays_open(project: Pro
     project.engine.complete_task(1)
     project.engine.work()
     assert project.show(run_id)["status"] == "completed"
-    assert project.engine.records.get("Claim", record["id"])["Stage"] == 2
+    assert project.engine.get_record("Claim", record["id"])["Stage"] == 2
 
 
 def test_a_date_expiry_withdraws_the_task_at_the_start_of_the_next_day(project: Project) -> None:
     project.deploy(TIMED.format(after="P30D", until="due"))
     record, run_id = project.claim(due="2027-01-05")
     project.engine.set_clock(_micros(at(5, 23, 59, 59)))
-    assert [t["id"] for t in project.engine.tasks.list()] == [1]  # the 5th is still valid
+    assert [t["id"] for t in project.engine.list_tasks()] == [1]  # the 5th is still valid
     project.engine.advance("PT1S")
-    assert project.engine.tasks.list() == []
+    assert project.engine.list_tasks() == []
     [withdrawn] = project.entries(run_id, "task.withdrawn")
     assert (withdrawn["at"], withdrawn["task_id"], withdrawn["reason"]) == (at(6), 1, "expired")
     assert project.rows("SELECT status, ended_at IS NOT NULL FROM tasks") == [("withdrawn", True)]
     shown = project.show(run_id)
     assert shown["status"] == "completed"
-    assert project.engine.records.get("Claim", record["id"])["Stage"] == 4
+    assert project.engine.get_record("Claim", record["id"])["Stage"] == 4
     assert project.rows("SELECT count(*) FROM timers") == [(0,)]  # the timeout went with it
     project.engine.advance("P40D")
     assert "token.forked" not in project.types(run_id)
@@ -392,7 +397,7 @@ def test_a_timestamp_expiry_fires_at_that_instant_and_null_never_expires(
     [withdrawn] = project.entries(timed, "task.withdrawn")
     assert withdrawn["at"] == at(1, 8, 30)
     assert project.show(timed)["status"] == "completed"
-    assert [t["run_id"] for t in project.engine.tasks.list()] == [never]
+    assert [t["run_id"] for t in project.engine.list_tasks()] == [never]
     kinds = project.rows(f"SELECT kind FROM timers WHERE run_id='{never}'")
     assert kinds == [("task_timeout",)]  # a null deadline arms no expiry
 
@@ -418,9 +423,9 @@ def test_bad_completions_are_refused_naming_the_problem_and_change_nothing(
     project.deploy(REVIEW)
     project.claim()  # task 1: form Review
     project.deploy(REVIEW + FREE.replace("{assignee}", "clerk").replace("name: P", "name: Q"))
-    project.engine.records.create("Claim", {"title": "second"})
+    project.engine.create_record("Claim", {"title": "second"})
     project.engine.work()  # task 2 (P on the second claim) and task 3 (Q, no form)
-    free = next(t["id"] for t in project.engine.tasks.list() if t["form"] is None)
+    free = next(t["id"] for t in project.engine.list_tasks() if t["form"] is None)
     before = project.snapshot()
     refusals: list[tuple[Any, type[Exception], str]] = [
         ((99, "approve"), NotFoundError, "no task with id [99]"),
@@ -482,7 +487,7 @@ def test_a_completion_write_fires_on_update_triggers(project: Project) -> None:
     runs = project.engine.runs_for_record("Claim", record["id"])
     assert sorted(r.name for r in runs) == ["P", "Watch"]  # started in the completion's commit
     project.engine.work()
-    assert project.engine.records.get("Claim", record["id"])["note"] == "watched"
+    assert project.engine.get_record("Claim", record["id"])["note"] == "watched"
 
 
 # --- cancelling --------------------------------------------------------------------------------
@@ -494,13 +499,13 @@ def test_cancelling_a_run_or_deleting_its_record_withdraws_the_open_task(
     project.deploy(TIMED.format(after="PT1H", until="due"))
     _, cancelled = project.claim(due="2027-01-09")
     doomed, deleted = project.claim()
-    project.engine.runs.cancel(cancelled)
-    project.engine.records.delete("Claim", doomed["id"])
+    project.engine.cancel(cancelled)
+    project.engine.delete_record("Claim", doomed["id"])
     for run_id in (cancelled, deleted):
         history = project.show(run_id)["history"]
         assert [h["type"] for h in history[-2:]] == ["task.withdrawn", "run.cancelled"]
         assert history[-2]["reason"] == "cancelled"
-    assert project.engine.tasks.list() == []
+    assert project.engine.list_tasks() == []
     assert project.rows("SELECT status FROM tasks") == [("withdrawn",), ("withdrawn",)]
     assert project.rows("SELECT count(*) FROM timers") == [(0,)]
 
@@ -616,7 +621,7 @@ def test_notify_sends_over_smtp_when_configured(
         assert (sent["to"], sent["step"]) == ("boss@acme.test", "tell")
         assert "message.outboxed" not in project.types(run_id)
         assert project.engine.store.read().outbox() == []
-        assert project.engine.records.get("Claim", record["id"])["outcome"] == "sent"
+        assert project.engine.get_record("Claim", record["id"])["outcome"] == "sent"
     finally:
         project.engine.close()
 
@@ -635,7 +640,7 @@ def test_a_notify_delivery_failure_is_a_step_failure_that_retries_then_routes(
         project.engine.advance("PT1M")
         assert len(project.entries(run_id, "attempt.failed")) == 2
         assert project.show(run_id)["status"] == "completed"
-        assert project.engine.records.get("Claim", record["id"])["note"].startswith("email.send")
+        assert project.engine.get_record("Claim", record["id"])["note"].startswith("email.send")
         assert project.engine.store.read().outbox() == []  # a failure never falls back silently
     finally:
         project.engine.close()

@@ -1,4 +1,4 @@
-"""The ``{{ }}`` expression language: parse once, evaluate many (flow.md, "Expressions").
+"""The ``{{ }}`` expression language: parse once, evaluate many (docs/reference/expressions.md).
 
 Also home to the things both dialects share around it: durations, ``{field}`` placeholders of
 the intent dialect's notify texts, and static name checks for validators.
@@ -14,6 +14,7 @@ from procflow.expr.functions import FILTERS, FUNCTIONS
 from procflow.expr.lexer import MAX_LENGTH
 from procflow.expr.names import (
     ANY,
+    KindShape,
     ListShape,
     ObjectShape,
     PathRef,
@@ -51,6 +52,7 @@ __all__ = [
     "MAX_LENGTH",
     "EvalContext",
     "Expr",
+    "KindShape",
     "ListShape",
     "ObjectShape",
     "PathRef",

@@ -3,6 +3,10 @@
 The walk is recursive; the parser bounds the tree's height by ``MAX_DEPTH``, which keeps it far
 below Python's recursion limit. Errors carry the offset of the node that failed and name the
 sub-expression involved, e.g. ``[deal.amount] is null; [+] needs a value``.
+
+Comparing values of different kinds is an error naming both kinds (``[==] cannot compare
+timestamp with string``), never a silent ``false``; integers and numbers are one kind, and ``null``
+compares with ``==``/``!=`` like any value (:func:`procflow.expr.values.comparison_problem`).
 """
 
 from __future__ import annotations
@@ -31,7 +35,14 @@ from procflow.expr.ast import (
 )
 from procflow.expr.context import EvalContext
 from procflow.expr.functions import FILTERS, FUNCTIONS, check_int
-from procflow.expr.values import MAX_ITEMS, is_number, json_equal, kind_of, to_utc
+from procflow.expr.values import (
+    MAX_ITEMS,
+    comparison_problem,
+    is_number,
+    json_equal,
+    kind_of,
+    to_utc,
+)
 
 __all__ = ["evaluate", "evaluate_condition"]
 
@@ -130,17 +141,24 @@ def _mod(a: Any, b: Any) -> Any:
 
 
 _ARITH = {"+": _add, "-": _sub, "*": _mul, "/": _div, "%": _mod}
-_ORDERED = ("integer", "number", "string", "timestamp", "duration")
+
+
+def _comparable(op: str, a: Any, b: Any) -> str:
+    """The kind of ``a``, once ``a op b`` is known to compare values of one kind."""
+    ka, kb = kind_of(a), kind_of(b)
+    problem = comparison_problem(op, ka, kb)
+    if problem:
+        raise ExprEvalError(problem)
+    return ka
+
+
+def _equal(op: str, a: Any, b: Any) -> bool:
+    _comparable(op, a, b)
+    return json_equal(a, b)
 
 
 def _order(op: str, a: Any, b: Any) -> bool:
-    ka, kb = kind_of(a), kind_of(b)
-    numeric = ka in ("integer", "number") and kb in ("integer", "number")
-    if not numeric and (ka != kb or ka not in _ORDERED):
-        if ka == kb:
-            raise ExprEvalError(f"[{op}] cannot order {ka}s")
-        raise ExprEvalError(f"[{op}] cannot compare {ka} with {kb}")
-    if ka == "timestamp":
+    if _comparable(op, a, b) == "timestamp":
         a, b = to_utc(a), to_utc(b)
     if op == "<":
         return bool(a < b)
@@ -289,7 +307,7 @@ class _Evaluator:
         op = node.op
         if op in ("==", "!="):
             left, right = self.eval(node.left), self.eval(node.right)
-            equal = self.guard(lambda: json_equal(left, right), node.op_offset)
+            equal = self.guard(lambda: _equal(op, left, right), node.op_offset)
             return bool(equal) if op == "==" else not equal
         if op in ("in", "not in"):
             found = self.contains(node)

@@ -2,7 +2,9 @@
 
 Filters and functions are checked by :func:`parse`; this module checks the names the validator
 knows about (inputs, earlier steps, loop names, ``run``, ``error``) and, where a shape is known
-(e.g. a connector's declared result fields), the paths into them.
+(e.g. a connector's declared result fields), the paths into them. Where the kinds of both sides
+of a comparison are known (a literal, a declared input type, a declared result field), comparing
+values of different kinds is reported too (:mod:`procflow.expr.kinds`).
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from types import MappingProxyType
 
 from procflow.expr.ast import Attr, Expr, Item, Literal, Name, Path, children
 from procflow.expr.functions import FUNCTIONS
+from procflow.expr.kinds import NameKinds, comparison_problems
 from procflow.expr.parser import suggest
 
 __all__ = [
     "ANY",
     "AnyShape",
+    "KindShape",
     "ListShape",
     "ObjectShape",
     "PathRef",
@@ -56,6 +60,14 @@ class ObjectShape(Shape):
 @dataclass(frozen=True, slots=True)
 class ListShape(Shape):
     item: Shape
+
+
+@dataclass(frozen=True, slots=True)
+class KindShape(Shape):
+    """A value of one kind (a :func:`procflow.expr.kind_of` name) or null; paths into it are not
+    judged."""
+
+    kind: str
 
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -173,8 +185,45 @@ def _check_shape(ref: PathRef, offsets: tuple[int, ...], shape: Shape) -> Proble
     return None
 
 
+def _shape_at(node: Name | Path, scope: StaticScope) -> Shape:
+    """The shape of a visible name or of a constant path into it; ANY when unknown."""
+    base, steps = (node, ()) if isinstance(node, Name) else (node.base, node.steps)
+    if not isinstance(base, Name) or base.name not in scope.visible:
+        return ANY
+    shape = scope.visible[base.name]
+    for step in steps:
+        if isinstance(shape, ObjectShape) and isinstance(step, Attr):
+            shape = shape.fields.get(step.name, ANY)
+        elif isinstance(shape, ListShape) and isinstance(step, Item):
+            shape = shape.item
+        else:
+            return ANY
+    return shape
+
+
+def _kind_in(scope: StaticScope) -> NameKinds:
+    def kind(node: Name | Path) -> str | None:
+        shape = _shape_at(node, scope)
+        if isinstance(shape, KindShape):
+            return shape.kind
+        if isinstance(shape, ObjectShape):
+            return "mapping"
+        if isinstance(shape, ListShape):
+            return "list"
+        return None
+
+    return kind
+
+
 def check(expr: Expr, scope: StaticScope) -> list[Problem]:
-    """Problems with the names (and known paths) ``expr`` reads, in source order."""
+    """Problems with the names (and known paths) ``expr`` reads, then with the comparisons of
+    values whose kinds are known, each in source order."""
+    problems = _name_problems(expr, scope)
+    kinds = comparison_problems(expr, _kind_in(scope))
+    return problems + [Problem(offset, message) for offset, message in kinds]
+
+
+def _name_problems(expr: Expr, scope: StaticScope) -> list[Problem]:
     problems: list[Problem] = []
     for ref, offsets in _dedupe(expr):
         name = ref.root

@@ -1,4 +1,4 @@
-"""Precedence-climbing parser for the expression grammar (flow.md, "Expressions").
+"""Precedence-climbing parser for the expression grammar (docs/reference/expressions.md).
 
 Binding, loosest first: ``or``, ``and``, ``not``, comparisons (not chainable), ``+ -``, ``* / %``,
 unary ``-``, filters ``| name(args)``, paths ``.name [index]`` and calls.

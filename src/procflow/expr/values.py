@@ -20,6 +20,7 @@ from procflow.expr.duration import format_duration
 __all__ = [
     "INT_MAX",
     "MAX_ITEMS",
+    "comparison_problem",
     "format_timestamp",
     "is_number",
     "json_equal",
@@ -66,6 +67,33 @@ def kind_of(value: Any) -> str:
     raise ExprEvalError(f"unsupported value of type [{type(value).__name__}]")
 
 
+NUMERIC_KINDS = ("integer", "number")
+ORDERED_KINDS = ("integer", "number", "string", "timestamp", "duration")
+
+
+def comparison_problem(op: str, left: str, right: str) -> str | None:
+    """Why values of kinds ``left`` and ``right`` cannot be compared with ``op``; None if they can.
+
+    Values of different kinds are never compared: the answer would be a silent ``false`` (a
+    timestamp is not equal to its own text). Integers and numbers are one kind here (``1 ==
+    1.0``). ``null`` compares with ``==``/``!=`` like any value; the ordering operators refuse it
+    before they get here, naming the expression that is null. ``in`` is not a comparison of
+    two values and is not judged here.
+    """
+    if op in ("in", "not in") or "null" in (left, right):
+        return None
+    if left in NUMERIC_KINDS and right in NUMERIC_KINDS:
+        return None
+    if left == right:
+        if op in ("==", "!=") or left in ORDERED_KINDS:
+            return None
+        return f"[{op}] cannot order {left}s"
+    hint = ""
+    if {left, right} == {"timestamp", "string"}:
+        hint = "; timestamp(text) reads ISO-8601 text as a timestamp"
+    return f"[{op}] cannot compare {left} with {right}{hint}"
+
+
 def to_utc(value: datetime) -> datetime:
     try:
         if value.tzinfo is None or value.utcoffset() is None:
@@ -77,6 +105,10 @@ def to_utc(value: datetime) -> datetime:
 
 def json_equal(a: Any, b: Any) -> bool:
     """JSON equality: ``1 == 1.0``, ``true != 1``, lists and mappings compared deeply.
+
+    Values of different kinds are simply unequal here, at any depth: the ``==`` operator refuses
+    them first (see :func:`comparison_problem`), but list membership and the items of lists and
+    mappings, which may mix kinds, rely on this.
 
     Iterative so that deeply nested host data cannot exhaust the stack.
     """

@@ -1,6 +1,6 @@
 """The flow dialect (``*.flow.yaml``) compiler: YAML node tree → :class:`procflow.model.ir.Flow`.
 
-Every rule of ``spec/flow.md`` is checked here (steps and expressions in the private
+Every rule of docs/reference/flow.md is checked here (steps and expressions in the private
 ``flow_steps`` / ``flow_exprs`` / ``flow_ids`` modules), and every problem is reported at once
 with its position. The IR is returned only for a file without errors.
 """
@@ -11,14 +11,21 @@ import re
 from collections.abc import Mapping
 from typing import Any, cast
 
-from procflow.connectors.registry import ConnectorRegistry
-from procflow.expr import ANY, ListShape, Shape, ValueTree
-from procflow.model.flow_exprs import ERROR_SHAPE, RUN_SHAPE, Exprs, Scope, literal_mismatch
+from procflow.expr import ANY, Shape, ValueTree
+from procflow.model.flow_exprs import (
+    ERROR_SHAPE,
+    RUN_SHAPE,
+    Exprs,
+    Scope,
+    input_shape,
+    literal_mismatch,
+)
 from procflow.model.flow_ids import RESERVED, collect_ids
 from procflow.model.flow_steps import StepCompiler
 from procflow.model.intent_values import a_type
 from procflow.model.ir import Flow, FlowStep, FlowTrigger, InputDecl, InputType
 from procflow.model.reader import Reader
+from procflow.model.registry import ConnectorRegistry
 from procflow.model.source import Diagnostics, suggest
 from procflow.model.yamlsrc import YMap, YNode, YScalar
 
@@ -61,6 +68,8 @@ class _FlowCompiler:
         self.project_dir = project_dir
         self.x = Exprs(reader)
         self.looked_up: set[str] = set()
+        # inputs whose declaration is wrong: still names, so reading one is no second error
+        self.broken_inputs: set[str] = set()
 
     def flow(self, top: YMap) -> Flow | None:
         self.r.keys(top, TOP_KEYS, TOP)
@@ -72,7 +81,7 @@ class _FlowCompiler:
         steps_c = StepCompiler(self.r, self.x, self.registry, ids, inputs)
         self.looked_up = steps_c.looked_up
         trigger = self.trigger(top.get("trigger"), inputs, steps_c)
-        visible = {n: _input_shape(d) for n, d in inputs.items()}
+        visible = self.input_shapes(inputs)
         base = Scope({**visible, "run": RUN_SHAPE}, hidden=steps_c.hidden)
         steps_node = self.r.require(top, "steps", TOP, "the steps the flow runs")
         steps, bound = steps_c.steps(steps_node, base, TOP, "steps")
@@ -137,7 +146,13 @@ class _FlowCompiler:
             decl = self.input(name, entry.value, ctx)
             if decl is not None:
                 out[name] = decl
+            else:
+                self.broken_inputs.add(name)
         return out
+
+    def input_shapes(self, inputs: Mapping[str, InputDecl]) -> dict[str, Shape]:
+        shapes = {n: input_shape(d.type) for n, d in inputs.items()}
+        return {**dict.fromkeys(self.broken_inputs, ANY), **shapes}
 
     def input(self, name: str, node: YNode, ctx: str) -> InputDecl | None:
         body = self.r.map(node, ctx, "an input declaration")
@@ -153,12 +168,12 @@ class _FlowCompiler:
                 f"unknown type [{type_}]{suggest(type_, INPUT_TYPES)} "
                 f"(one of {', '.join(INPUT_TYPES)})",
             )
-            return None
+            type_ = None  # the rest of the declaration is checked still
         required = bool(self.r.boolean(body.get("required"), ctx, "required"))
         default_node = body.get("default")
+        default = self.default(default_node, type_, required, ctx)
         if type_ is None:
             return None
-        default = self.default(default_node, type_, required, ctx)
         return InputDecl(
             name=name,
             type=cast(InputType, type_),
@@ -169,7 +184,8 @@ class _FlowCompiler:
             description=self.r.string(body.get("description"), ctx, "description"),
         )
 
-    def default(self, node: YNode | None, type_: str, required: bool, ctx: str) -> Any:
+    def default(self, node: YNode | None, type_: str | None, required: bool, ctx: str) -> Any:
+        """The default's value; its type is judged only when ``type_`` is known."""
         if node is None:
             return None
         value = Reader.plain(node)
@@ -179,7 +195,7 @@ class _FlowCompiler:
                 ctx,
                 "a required input never uses its default; drop [required] or [default]",
             )
-        problem = literal_mismatch(value, type_)
+        problem = literal_mismatch(value, type_) if type_ else None
         if problem:
             self.r.error(node.pos, ctx, f"default {problem}")
         elif isinstance(value, str) and "{{" in value:
@@ -200,7 +216,7 @@ class _FlowCompiler:
         event = steps.event(event_node, ctx) if event_node is not None else None
         as_ = self.trigger_as(body, inputs, ctx)
         # the guard sees the inputs (the payload under its `as` name); no run exists yet
-        scope = Scope({n: _input_shape(d) for n, d in inputs.items()}, hidden=steps.hidden)
+        scope = Scope(self.input_shapes(inputs), hidden=steps.hidden)
         when = self.x.condition(body.get("when"), scope, ctx, "when", allow_bool=False)
         if event is None or as_ is None or event_node is None:
             return None
@@ -252,8 +268,5 @@ class _FlowCompiler:
         if node is None:
             return None
         scope = Scope({**base.visible, **bound}, {}, base.hidden)
-        return self.x.value(node, scope, TOP, "output")
-
-
-def _input_shape(decl: InputDecl) -> Shape:
-    return ListShape(ANY) if decl.type == "array" else ANY
+        tree, _ = self.x.value(node, scope, TOP, "output")  # a failure is reported
+        return tree

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from procflow.connectors.registry import ConnectorRegistry
 from procflow.errors import DurationError
 from procflow.expr import ANY, ListShape, ObjectShape, Shape, parse_duration
 from procflow.model.flow_exprs import ERROR_SHAPE, Exprs, Scope
 from procflow.model.flow_ids import RESERVED, StepId, split_step
 from procflow.model.ir import ConnectorManifest, FlowStep, Modifiers, RetryPolicy
 from procflow.model.reader import IDENT, Reader
+from procflow.model.registry import ConnectorRegistry
 from procflow.model.source import Pos, suggest
 from procflow.model.yamlsrc import YMap, YNode, YScalar, YSeq, kind_name
 
@@ -170,9 +170,12 @@ class StepCore:
             return None
         entry = next(iter(item.entries.values()))
         step_id = self.r.ident(YScalar(entry.key_pos, entry.key), "step", "step id")
+        if step_id is None and "." in entry.key:
+            return None  # `- <connector>.<action>: args` without an id: the body is no step body
         if step_id is None:
-            return None
-        self.check_id(step_id, entry.key_pos)
+            step_id = entry.key  # reported; the body is still checked, under the name as written
+        else:
+            self.check_id(step_id, entry.key_pos)
         body = entry.value
         if not isinstance(body, YMap):
             self.r.error(
@@ -221,6 +224,8 @@ class StepCore:
         step_id, pos, body = split
         found = self.construct(step_id, body)
         if found is None:
+            # which construct is meant is unclear, but the modifiers are not: check them still
+            self.modifiers(Body(step_id, pos, body, scope, "", ""))
             return None, ANY
         construct, key = found
         b = Body(step_id, pos, body, scope, construct, key)

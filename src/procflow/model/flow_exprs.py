@@ -15,9 +15,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from procflow.config import raw
 from procflow.errors import ExprSyntaxError
 from procflow.expr import (
     ANY,
+    KindShape,
     ListShape,
     ObjectShape,
     Shape,
@@ -33,7 +35,7 @@ from procflow.model.source import Pos
 from procflow.model.yamlsrc import YMap, YNode, YScalar, YSeq, kind_name, to_plain
 
 ERROR_SHAPE = ObjectShape({"message": ANY, "step": ANY, "type": ANY})
-RUN_SHAPE = ObjectShape({"id": ANY, "started_at": ANY})
+RUN_SHAPE = ObjectShape({"id": KindShape("string"), "started_at": KindShape("string")})
 _SPAN = re.compile(r"\{\{.*?\}\}", re.DOTALL)
 _SECRET_CALL = re.compile(r"\bsecret\s*\(\s*(['\"])([^'\"]*)\1\s*\)")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -60,10 +62,32 @@ class Scope:
         return StaticScope(self.visible, self.later, self.hidden)
 
 
+# What an expression is known to see for a value of a declared (manifest or input) type. A
+# manifest's ``timestamp`` is left unknown: results are plain JSON, where it is text, but an input
+# of that type is bound as a timestamp (see ``input_shape``).
+_TYPE_KINDS = {
+    "string": "string",
+    "integer": "integer",
+    "number": "number",
+    "boolean": "boolean",
+    "object": "mapping",
+}
+
+
 def shape_of_type(type_: str) -> Shape:
+    """The shape of a value of a manifest schema type (a declared result field)."""
     if type_ == "array":
         return ListShape(ANY)
-    return ANY
+    kind = _TYPE_KINDS.get(type_)
+    return KindShape(kind) if kind else ANY
+
+
+def input_shape(type_: str | None) -> Shape:
+    """The shape of an input of a declared type (None: the type is unknown); a ``timestamp``
+    input is bound as a timestamp, not as its text."""
+    if type_ == "timestamp":
+        return KindShape("timestamp")
+    return shape_of_type(type_) if type_ else ANY
 
 
 def is_instant(text: str) -> bool:
@@ -187,18 +211,21 @@ class Exprs:
 
     # --- value trees (args, set, output) ----------------------------------------------------
 
-    def value(self, node: YNode, scope: Scope, context: str, what: str) -> ValueTree | None:
-        """Mappings and lists with templated strings; every string is parsed at its node."""
+    def value(self, node: YNode, scope: Scope, context: str, what: str) -> tuple[ValueTree, bool]:
+        """Mappings and lists with templated strings; every string is parsed at its node.
+
+        Returns the compiled value and whether it compiled: a literal ``null`` is a value too.
+        """
         ok = True
         for scalar, sub in _string_scalars(node, what):
             ok = self.parse(scalar, scope, context, sub) is not None and ok
         if not ok:
-            return None
+            return None, False
         try:
-            return compile_value(to_plain(node))
+            return compile_value(to_plain(node)), True
         except ExprSyntaxError as exc:  # already reported above; kept as a safety net
             self.r.error(node.pos, context, f"{what}: {exc.message}")
-            return None
+            return None, False
 
     # --- secrets --------------------------------------------------------------------------
 
@@ -219,12 +246,12 @@ class Exprs:
 
     @property
     def _has_secrets_file(self) -> bool:
-        return bool(os.environ.get("PROCFLOW_SECRETS_FILE"))
+        return raw("PROCFLOW_SECRETS_FILE") is not None
 
     @cached_property
     def _secrets_file(self) -> frozenset[str]:
         """The names defined in PROCFLOW_SECRETS_FILE (``NAME=value`` lines); values unread."""
-        path = os.environ.get("PROCFLOW_SECRETS_FILE")
+        path = raw("PROCFLOW_SECRETS_FILE")
         if not path:
             return frozenset()
         try:

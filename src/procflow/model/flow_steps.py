@@ -74,12 +74,12 @@ class StepCompiler(SeedConstructs):
         if spec is not None:
             self.check_args(args, spec.args, entry, b.ctx)
         out: dict[str, Any] = {}
+        ok = True
         for name, arg in args.entries.items():
-            tree = self.x.value(arg.value, b.scope, b.ctx, f"{b.key}.{name}")
-            if tree is None:
-                return None
+            tree, compiled = self.x.value(arg.value, b.scope, b.ctx, f"{b.key}.{name}")
+            ok = ok and compiled
             out[name] = tree
-        return out
+        return out if ok else None
 
     def check_args(self, args: YMap, schema: Schema, entry: YEntry, context: str) -> None:
         typos: set[str] = set()  # required args already named by a did-you-mean
@@ -165,10 +165,9 @@ class StepCompiler(SeedConstructs):
             if self.r.ident(YScalar(entry.key_pos, key), b.ctx, "a set name") is None:
                 ok = False
                 continue
-            tree = self.x.value(entry.value, b.scope, b.ctx, f"set.{key}")
-            ok = ok and tree is not None
-            if tree is not None:
-                values[key] = tree
+            tree, compiled = self.x.value(entry.value, b.scope, b.ctx, f"set.{key}")
+            ok = ok and compiled
+            values[key] = tree
         shape = closed(dict.fromkeys(node.entries, ANY), b.optional)
         return (SetStep(b.id, values, b.pos, mods) if ok else None), shape
 

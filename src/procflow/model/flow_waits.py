@@ -1,6 +1,7 @@
-"""The seed's constructs that suspend a run: ``wait``, ``wait_for`` and ``repeat``.
+"""The flow constructs that suspend a run: ``wait``, ``wait_for`` and ``repeat``.
 
-Private to :mod:`procflow.model.flow` (normative: ``seeds/flow-waiting-and-polling.txt``).
+Private to :mod:`procflow.model.flow` (the rules: docs/reference/flow.md, "wait", "wait_for",
+"repeat").
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class SeedConstructs(StepCore):
                 b.ctx,
                 "wait has both [for] and [until]; give exactly one",
             )
+            self.wait_value(for_node, b, "wait.for", self._check_for)  # each is checked still
+            self.wait_value(until_node, b, "wait.until", self._check_until)
             return None, shape
         if for_node is None and until_node is None:
             self.r.error(

@@ -1,4 +1,6 @@
-"""The intent dialect's compiler: a ``*.intent`` node tree → :class:`Application` (intent.md).
+"""The intent dialect's compiler: a ``*.intent`` node tree → :class:`Application`.
+
+The dialect is described in docs/reference/intent.md.
 
 Every problem is reported into the diagnostics and compilation carries on, so one validation run
 shows all of a file's problems. The work is split by topic: ``intent_data`` (entities),

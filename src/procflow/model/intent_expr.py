@@ -24,7 +24,8 @@ from procflow.expr.ast import (
     Path,
     Unary,
 )
-from procflow.model.intent_values import literal_fits
+from procflow.expr.kinds import NameKinds, comparison_problems
+from procflow.model.intent_values import INTEGER_TYPES, NUMBER_TYPES, literal_fits
 from procflow.model.ir import Entity
 from procflow.model.reader import Reader
 from procflow.model.source import Pos, suggest
@@ -126,6 +127,38 @@ def field_type(expr: Expr, record: Record) -> str | None:
     return None
 
 
+# The kind an expression sees for a field of each type: the record's JSON form, where dates,
+# timestamps and UUIDs are text.
+_FIELD_KINDS = {
+    **dict.fromkeys(("string", "text", "date", "timestamp", "uuid"), "string"),
+    **dict.fromkeys(INTEGER_TYPES, "integer"),
+    **dict.fromkeys(NUMBER_TYPES, "number"),
+    "boolean": "boolean",
+}
+
+
+def _name_kind(record: Record) -> NameKinds:
+    def kind(node: Name | Path) -> str | None:
+        type_ = field_type(node, record)
+        if type_ is None and isinstance(node, Name):
+            # a bare to-one relation reads the related record's id
+            related = record.related.get(node.name)
+            key = next((f for f in related.fields if f.primary_key), None) if related else None
+            type_ = key.type if key is not None else None
+        return _FIELD_KINDS.get(type_) if type_ else None
+
+    return kind
+
+
+def check_comparisons(
+    expr: Expr, node: YScalar, record: Record, context: str, what: str, reader: Reader
+) -> None:
+    """Report each comparison of two values whose kinds differ, where both kinds are known (a
+    field's type, a literal): it fails whenever it runs (``[==] cannot compare ...``)."""
+    for offset, message in comparison_problems(expr, _name_kind(record)):
+        reader.error(at(node, offset), context, f"{what} [{node.value}]: {message}")
+
+
 def boolean_problem(expr: Expr, record: Record) -> str | None:
     """Why ``expr`` visibly cannot be a condition (``None``: it is one, or it cannot be told)."""
     if isinstance(expr, (Compare, BoolOp)) or (isinstance(expr, Unary) and expr.op == "not"):
@@ -138,8 +171,13 @@ def boolean_problem(expr: Expr, record: Record) -> str | None:
         return "is a list or mapping, not a condition"
     type_ = field_type(expr, record)
     if type_ is not None and type_ != "boolean":
-        return f"reads a {type_} value, not a condition; compare it (e.g. == or >)"
+        return f"reads {_article(type_)} {type_} value, not a condition; compare it (e.g. == or >)"
     return None
+
+
+def _article(word: str) -> str:
+    """``an`` before a vowel sound (an integer), else ``a`` (a string, a uuid: u reads as "you")."""
+    return "an" if word[:1] in ("a", "e", "i", "o") else "a"
 
 
 # --- guards (trigger ``when``): ``field ==|!= literal`` ----------------------------------------

@@ -4,6 +4,15 @@ Edges come in three sorts. ``normal`` edges are the path a token takes when noth
 (``next``, falling through, a decision's branches); ``timer`` edges are a user task's
 ``timeout``/``expire`` (no failure either); ``error`` edges are ``onError`` routes. ``{error}``
 is meaningful only on a step that no failure-free path reaches, so the sorts are kept apart.
+
+The analysis also runs when some routes are wrong (a target that names no step, a required route
+left out, a step of unknown kind, a target declared twice), so those problems and the routing
+problems of the rest are reported in one pass. Such a route is *open*: it contributes no edge, and
+its step does not fall through either. The graph is then a part of the one the author meant, so a
+path found in it exists there too ("{error} would be empty here", "[action] would be empty here",
+"cleanup reached by the main flow" stay true); a claim that no path exists ("no route reaches this
+step", "no onError route leads to this step") is withheld when an open route could have supplied
+one.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ class StepNode:
     error_value: Pos | None = None  # where a ``{error}`` value is written
     action: str | None = None  # a service task's or script's action (setField, delegate, ...)
     action_read: Pos | None = None  # where a decision reads ``action`` (a user task's outcome)
+    open_sorts: set[EdgeSort] = field(default_factory=set)  # sorts of routes to no known step
 
     @property
     def is_cleanup_action(self) -> bool:
@@ -47,8 +57,17 @@ class Graph:
     steps: list[StepNode]
 
     def __post_init__(self) -> None:
+        self.ambiguous = _rename_repeated(self.steps)
+        for step in self.steps:
+            # a route to a name declared twice could mean either step: it leads nowhere known
+            step.open_sorts.update(sort for sort, t in step.edges if t in self.ambiguous)
+            step.edges = [(sort, t) for sort, t in step.edges if t not in self.ambiguous]
         self.by_name = {s.name: s for s in self.steps}
         self.following = {a.name: b.name for a, b in zip(self.steps, self.steps[1:], strict=False)}
+
+    def has_open_route(self, names: Iterable[str], sorts: Collection[EdgeSort] = ALL_SORTS) -> bool:
+        """Whether one of the steps ``names`` has a route of one of ``sorts`` to no known step."""
+        return any(self.by_name[n].open_sorts.intersection(sorts) for n in names)
 
     def successors(self, step: StepNode, sorts: Collection[EdgeSort]) -> Iterable[str]:
         for sort, target in step.edges:
@@ -81,6 +100,19 @@ class Graph:
         return parents
 
 
+def _rename_repeated(steps: list[StepNode]) -> set[str]:
+    """Names declared twice (reported elsewhere); a later step of such a name becomes
+    ``name#position`` so each step stays a node of its own. Returns the repeated names."""
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    for index, step in enumerate(steps):
+        if step.name in seen:
+            repeated.add(step.name)
+            step.name = f"{step.name}#{index + 1}"
+        seen.add(step.name)
+    return repeated
+
+
 def path_to(parents: dict[str, str | None], name: str) -> str:
     """``start → a → name`` as found by :meth:`Graph.reach` (long paths keep both ends)."""
     chain = [name]
@@ -94,7 +126,7 @@ def path_to(parents: dict[str, str | None], name: str) -> str:
 
 @dataclass(frozen=True)
 class AbortRoute:
-    then: str
+    then: str | None  # None: the route names no step (or is missing): the cleanup is unknown
     pos: Pos
     context: str
 
@@ -105,7 +137,8 @@ def analyse(graph: Graph, abort: AbortRoute | None, reader: Reader) -> None:
         return
     start = graph.steps[0].name
     main = graph.reach([start], ALL_SORTS)
-    cleanup = abort.then if abort and abort.then != END else None
+    then = abort.then if abort else None
+    cleanup = then if then not in (None, END, *graph.ambiguous) else None
     if abort is not None and cleanup is not None and cleanup in main:
         reader.error(
             abort.pos,
@@ -114,9 +147,13 @@ def analyse(graph: Graph, abort: AbortRoute | None, reader: Reader) -> None:
             "a cleanup step must run only when the run is aborted",
         )
     reached = graph.reach([start, *([cleanup] if cleanup else [])], ALL_SORTS, stop={cleanup or ""})
-    for step in graph.steps:
-        if step.name not in reached:
-            reader.warning(step.pos, step.context, "no route reaches this step, so it never runs")
+    cleanup_unknown = abort is not None and then != END and cleanup is None
+    if not cleanup_unknown and not graph.has_open_route(set(reached) - {cleanup}):
+        for step in graph.steps:
+            if step.name not in reached:
+                reader.warning(
+                    step.pos, step.context, "no route reaches this step, so it never runs"
+                )
     _check_error_values(graph, start, cleanup, reader)
     _check_action_reads(graph, start, reader)
 
@@ -129,6 +166,11 @@ def _check_error_values(graph: Graph, start: str, cleanup: str | None, reader: R
     calm = graph.reach([start, *([cleanup] if cleanup else [])], NO_FAILURE, stop={cleanup or ""})
     targets = [t for s in graph.steps for sort, t in s.edges if sort == "error"]
     after_failure = graph.reach(targets, ALL_SORTS)
+    # an onError route to no known step, or any open route after a failure, may lead here
+    everywhere = [s.name for s in graph.steps]
+    failure_paths_known = not (
+        graph.has_open_route(everywhere, ["error"]) or graph.has_open_route(after_failure)
+    )
     for step in users:
         assert step.error_value is not None
         if step.name in calm:
@@ -143,7 +185,7 @@ def _check_error_values(graph: Graph, start: str, cleanup: str | None, reader: R
                 f"{{error}} would be empty here: {how}; use {{error}} only on steps that every "
                 "path reaches through an onError route",
             )
-        elif step.name not in after_failure:
+        elif step.name not in after_failure and failure_paths_known:
             reader.error(
                 step.error_value,
                 step.context,

@@ -14,7 +14,7 @@ from procflow.model.reader import Reader
 from procflow.model.source import Pos, suggest
 from procflow.model.yamlsrc import YMap, YNode, YScalar, kind_name
 
-# The args each step kind accepts (intent.md, "Step kinds and their args").
+# The args each step kind accepts (docs/reference/intent.md, "Step kinds").
 ACTIONS = ("setField", "setRelationField", "notify", "delegate")
 KIND_ARGS: dict[str, tuple[str, ...]] = {
     "serviceTask": (*ACTIONS, "value", "fields", "next", "retry", "onError", "produces", "uses"),
@@ -71,7 +71,6 @@ class Proc:
     has_vars: bool = False
     steps: dict[str, str] = field(default_factory=dict)  # declared step name → kind
     produced: set[str] = field(default_factory=set)
-    routes_ok: bool = True  # False once a route is wrong: reachability would only mislead
 
     @property
     def reader(self) -> Reader:
@@ -107,7 +106,6 @@ class Proc:
             assert isinstance(node, YScalar) and isinstance(node.value, str)
             return node.value
         self.reader.error(node.pos, context, problem)
-        self.routes_ok = False
         return None
 
     def _route_problem(self, node: YNode, what: str, here: str | None) -> str | None:
@@ -126,11 +124,18 @@ def key_pos(node: YMap, key: str) -> Pos:
     return node.entries[key].key_pos if key in node.entries else node.pos
 
 
-def add_route(step: StepNode, sort: EdgeSort, target: str | None) -> None:
-    """Record a route of ``step``; a ``normal`` route replaces falling through to the next step."""
-    if target is None:
+def add_route(step: StepNode, sort: EdgeSort, node: YNode | None, target: str | None) -> None:
+    """Record the route written at ``node`` (``None``: none is written) of ``step``.
+
+    ``target`` is what :meth:`Proc.route` resolved, ``None`` when the route names no step: the
+    route is then open (see :mod:`procflow.model.intent_graph`). A ``normal`` route replaces
+    falling through to the next step either way.
+    """
+    if node is None:
         return
     if sort == "normal":
         step.falls_through = False
-    if target != END:
+    if target is None:
+        step.open_sorts.add(sort)
+    elif target != END:
         step.edges.append((sort, target))

@@ -41,8 +41,7 @@ def compile_process(node: YMap, index: int, env: Env) -> Process | None:
     graph = Graph(graph_nodes)
     abort_on, abort_route = _abort_on(node, proc, graph)
     _check_vars(var_nodes, proc)
-    if proc.routes_ok:
-        analyse(graph, abort_route, reader)
+    analyse(graph, abort_route, reader)
     if name is None:
         return None
     variables = tuple(proc.vars.values())
@@ -226,8 +225,7 @@ def _declare_steps(items: list[YMap], proc: Proc) -> None:
                 f"{proc.context} step [{name}]",
                 f"step name [{name}] is used twice (first at line {first[name]})",
             )
-            proc.routes_ok = False  # a route to [name] would be ambiguous
-            continue
+            continue  # routes to [name] are ambiguous: the graph treats them as open
         first[name] = name_node.pos.line
         kind = kind_node.value if isinstance(kind_node, YScalar) else None
         proc.steps[name] = kind if isinstance(kind, str) else "?"
@@ -255,10 +253,9 @@ def _abort_on(node: YMap, proc: Proc, graph: Graph) -> tuple[AbortOn | None, Abo
             "never fires: an onDelete process runs after the record is gone, so its status "
             "cannot change",
         )
-    if then is None or then_node is None:
-        return None, None
-    route = AbortRoute(then, then_node.pos, context)
-    if statuses is None:
+    # a then that names no step (or none) still makes an abort route, to an unknown cleanup
+    route = AbortRoute(then, (then_node or anode).pos, context)
+    if then is None or statuses is None:
         return None, route
     return AbortOn(tuple(statuses), then, anode.pos), route
 

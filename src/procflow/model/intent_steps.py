@@ -6,7 +6,7 @@ from typing import Literal, NamedTuple
 
 from procflow.model.intent_actions import delegate, notify, set_field, set_relation
 from procflow.model.intent_expr import duration
-from procflow.model.intent_graph import StepNode
+from procflow.model.intent_graph import ALL_SORTS, StepNode
 from procflow.model.intent_proc import (
     ACTIONS,
     KIND_ARGS,
@@ -40,7 +40,8 @@ def compile_step(node: YMap, index: int, proc: Proc) -> tuple[IntentStep | None,
         )
     args = reader.map(node.get("args"), context, "args") or YMap(node.pos)
     if kind is None:
-        proc.routes_ok = False  # the step's routes are unknown
+        step.falls_through = False  # the step's routes are unknown
+        step.open_sorts.update(ALL_SORTS)
         return None, step  # the kind's error is reported; its args cannot be judged
     reader.keys(args, KIND_ARGS[kind], context, hint=misplaced_arg_hints(kind))
     here = name
@@ -78,8 +79,9 @@ def _service(args: YMap, proc: Proc, step: StepNode, here: str | None) -> Intent
         action = notify(args, proc, step)
     step.action = action_key
     _stray_args(args, action_key, proc, step)
-    nxt = proc.route(args.get("next"), step.context, "next", here)
-    add_route(step, "normal", nxt)
+    next_node = args.get("next")
+    nxt = proc.route(next_node, step.context, "next", here)
+    add_route(step, "normal", next_node, nxt)
     if step.kind == "script":  # its resilience args were reported as misplaced
         extras = _Resilience(None, None, (), ())
     else:
@@ -101,8 +103,9 @@ def _resilience(args: YMap, proc: Proc, step: StepNode, here: str | None) -> _Re
     """``retry``, ``onError``, ``produces`` and ``uses`` (the seed's step resilience)."""
     retry_node = args.get("retry")
     retry = _retry(retry_node, proc, step) if retry_node is not None else None
-    on_error = proc.route(args.get("onError"), step.context, "onError", here)
-    add_route(step, "error", on_error)
+    on_error_node = args.get("onError")
+    on_error = proc.route(on_error_node, step.context, "onError", here)
+    add_route(step, "error", on_error_node, on_error)
     produces = _var_names(args, "produces", proc, step)
     uses = _var_names(args, "uses", proc, step)
     proc.produced.update(produces)

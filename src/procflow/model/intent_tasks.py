@@ -11,6 +11,7 @@ from procflow.model.intent_expr import (
     Record,
     at,
     boolean_problem,
+    check_comparisons,
     check_names,
     duration,
     no_trigger,
@@ -20,7 +21,6 @@ from procflow.model.intent_graph import StepNode
 from procflow.model.intent_proc import Proc, add_route, key_pos
 from procflow.model.intent_values import TEXT_TYPES, a_type
 from procflow.model.ir import (
-    END,
     Assignee,
     Decision,
     Entity,
@@ -49,8 +49,9 @@ def user_step(args: YMap, proc: Proc, step: StepNode, here: str | None) -> Inten
     timeout = _timeout(args, proc, step, here)
     expire = _expire(args, proc, step, here)
     on_complete = _on_complete(args, proc, step)
-    nxt = proc.route(args.get("next"), context, "next", here)
-    add_route(step, "normal", nxt)
+    next_node = args.get("next")
+    nxt = proc.route(next_node, context, "next", here)
+    add_route(step, "normal", next_node, nxt)
     if assignee is None or here is None:
         return None
     return UserTask(here, assignee, step.pos, form, timeout, expire, on_complete, nxt)
@@ -180,8 +181,7 @@ def _timeout(args: YMap, proc: Proc, step: StepNode, here: str | None) -> TaskTi
         )
     then_node = reader.require(node, "then", context, "the step started when it elapses")
     then = proc.route(then_node, context, "timeout then", here)
-    proc.routes_ok &= then_node is not None
-    add_route(step, "timer", then)
+    add_route(step, "timer", then_node or node, then)  # a missing then leads nowhere known
     return TaskTimeout(after, then) if after is not None and then is not None else None
 
 
@@ -207,8 +207,7 @@ def _expire(args: YMap, proc: Proc, step: StepNode, here: str | None) -> TaskExp
             )
     then_node = reader.require(node, "then", context, "the step taken when the task expires")
     then = proc.route(then_node, context, "expire then", here)
-    proc.routes_ok &= then_node is not None
-    add_route(step, "timer", then)
+    add_route(step, "timer", then_node or node, then)  # a missing then leads nowhere known
     return TaskExpire(until, then) if until is not None and then is not None else None
 
 
@@ -238,8 +237,9 @@ def wait_step(args: YMap, proc: Proc, step: StepNode, here: str | None) -> Inten
         )
     via = _via(args, entity, proc, step)
     when_expr, when_text = _wait_when(args, entity, proc, step)
-    nxt = proc.route(args.get("next"), context, "next", here)
-    add_route(step, "normal", nxt)
+    next_node = args.get("next")
+    nxt = proc.route(next_node, context, "next", here)
+    add_route(step, "normal", next_node, nxt)
     if entity is None or here is None or not events:
         return None
     event: Literal["onCreate", "onUpdate"] = "onCreate" if events[0] == "onCreate" else "onUpdate"
@@ -311,14 +311,12 @@ def decision_step(args: YMap, proc: Proc, step: StepNode, here: str | None) -> I
                     step.action_read = at(if_node, reads[0].offset)
     then_node = reader.require(args, "then", context, "the step taken when true")
     then = proc.route(then_node, context, "then", here)
-    if then_node is None:
-        proc.routes_ok = False
-    else_ = proc.route(args.get("else"), context, "else", here)
+    else_node = args.get("else")
+    else_ = proc.route(else_node, context, "else", here)
+    add_route(step, "normal", then_node or args, then)  # a missing then leads nowhere known
+    add_route(step, "normal", else_node, else_)
     # Without else, false falls through to the next step; then is a branch, not a ``next``.
     step.falls_through = "else" not in args.entries
-    for target in (then, else_):
-        if target is not None and target != END:
-            step.edges.append(("normal", target))
     if expr is None or then is None or here is None or text is None:
         return None
     return Decision(here, expr, text, then, step.pos, else_)
@@ -339,3 +337,4 @@ def check_condition(
         problem = boolean_problem(expr, record)
         if problem:
             proc.reader.error(node.pos, context, f"{what} [{node.value}] {problem}")
+        check_comparisons(expr, node, record, context, what, proc.reader)

@@ -58,8 +58,8 @@ def load_text(text: str, path: str, project_dir: str | None = None) -> Loaded:
 
             definition = compile_intent(root, path, project, diags)
         else:
-            from procflow.connectors.registry import ConnectorRegistry
             from procflow.model.flow import compile_flow
+            from procflow.model.registry import ConnectorRegistry
 
             definition = compile_flow(root, path, project, diags, ConnectorRegistry(project))
     return Loaded(path, dialect, definition, diags.sorted())

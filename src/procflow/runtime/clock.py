@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-from procflow.expr import format_timestamp
+from procflow.expr import format_timestamp, parse_timestamp
 
 
 def system_now() -> int:
@@ -34,3 +34,12 @@ def micros(duration: timedelta) -> int:
 
 def iso(value: int | None) -> str | None:
     return None if value is None else format_timestamp(to_datetime(value))
+
+
+VIRTUAL_EPOCH = "2027-01-01T00:00:00Z"
+"""Where a virtual clock starts (``procflow db init --virtual-clock``, ``Engine.virtual``)."""
+
+
+def from_iso(text: str) -> int:
+    """An ISO-8601 timestamp (with its zone) in microseconds."""
+    return from_datetime(parse_timestamp(text))

@@ -1,4 +1,8 @@
-"""What a delegate or connector action sees of its attempt: :class:`StepContext`."""
+"""What a delegate or connector action sees of its attempt: :class:`StepContext`.
+
+The public surface for connector code (the built-ins included): :class:`StepContext` and
+:class:`KeptMessage`; it imports nothing of procflow but :mod:`procflow.errors`.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,7 @@ from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from procflow.errors import ProcflowError
-
-
-class ContractError(ProcflowError):
-    """A delegate broke its step's declared contract (an undeclared var, an unset var)."""
+from procflow.errors import ContractError
 
 
 class VarsView(MutableMapping[str, Any]):
@@ -26,7 +26,10 @@ class VarsView(MutableMapping[str, Any]):
         produces: tuple[str, ...],
         uses: tuple[str, ...],
         load: Callable[[str], tuple[bool, Any]],
+        *,
+        run_id: str | None = None,
     ) -> None:
+        self._run_id = run_id
         self._step = step
         self._produces = produces
         self._readable = frozenset(uses) | frozenset(produces)
@@ -34,9 +37,9 @@ class VarsView(MutableMapping[str, Any]):
         self.written: dict[str, Any] = {}
         self.breach: str | None = None
 
-    def _fail(self, message: str) -> ContractError:
+    def _fail(self, message: str, var: str) -> ContractError:
         self.breach = self.breach or message
-        return ContractError(message)
+        return ContractError(message, run_id=self._run_id, step=self._step, var=var)
 
     def __getitem__(self, name: str) -> Any:
         if name in self.written:
@@ -44,13 +47,15 @@ class VarsView(MutableMapping[str, Any]):
         if name not in self._readable:
             raise self._fail(
                 f"step [{self._step}] read var [{name}], which it neither uses nor produces; "
-                f"add it to uses: in the definition"
+                f"add it to uses: in the definition",
+                name,
             )
         is_set, value = self._load(name)
         if not is_set:
             raise self._fail(
                 f"step [{self._step}] read var [{name}], which is not set "
-                "(never produced, or already cleared)"
+                "(never produced, or already cleared)",
+                name,
             )
         return value
 
@@ -58,13 +63,14 @@ class VarsView(MutableMapping[str, Any]):
         if name not in self._produces:
             raise self._fail(
                 f"step [{self._step}] set var [{name}], which it does not produce; "
-                "add it to produces: in the definition"
+                "add it to produces: in the definition",
+                name,
             )
         self.written[name] = value
 
     def __delitem__(self, name: str) -> None:
         raise self._fail(
-            f"step [{self._step}] deleted var [{name}]; vars are cleared by clearAfter"
+            f"step [{self._step}] deleted var [{name}]; vars are cleared by clearAfter", name
         )
 
     def __iter__(self) -> Iterator[str]:
@@ -74,9 +80,20 @@ class VarsView(MutableMapping[str, Any]):
         return len(self.written)
 
 
+@dataclass(frozen=True)
+class KeptMessage:
+    """A message a connector kept in ``ctx.outbox`` instead of sending it (outbox mode): stored
+    with the step's commit and listed by ``procflow outbox list``."""
+
+    channel: str  # email, slack, ...
+    recipient: str
+    subject: str | None
+    body: str | None
+
+
 @dataclass
 class StepContext:
-    """One per attempt (runtime.md, "The step context")."""
+    """One per attempt (docs/connectors.md, "Writing an action"; docs/reference/intent.md)."""
 
     run_id: str
     step: str
@@ -89,9 +106,12 @@ class StepContext:
     fields: Mapping[str, Any] = field(default_factory=dict)
     args: Mapping[str, Any] = field(default_factory=dict)
     config: Mapping[str, Any] = field(default_factory=dict)
-    # Messages a built-in sender kept in outbox mode; committed with the step (never lost).
-    outbox: list[Any] = field(default_factory=list)
-    # Recipients a built-in sender really sent to (history: ``message.sent``).
+    # The attempt's timeout in seconds (None: the step sets none): an action passes it on to its
+    # own I/O, so a request gives up when the attempt does.
+    timeout: float | None = None
+    # Messages a sender kept in outbox mode; committed with the step (never lost).
+    outbox: list[KeptMessage] = field(default_factory=list)
+    # Recipients a sender really sent to (history: ``message.sent``).
     sent: list[str] = field(default_factory=list)
 
 

@@ -15,12 +15,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from procflow.errors import ProcflowError
-
-
-class CodeLoadError(ProcflowError):
-    """The project's code could not be imported."""
-
+from procflow.errors import CodeLoadError
 
 _PACKAGES: dict[str, str] = {}  # project_dir as given → package name (resolving costs stats)
 _ATTRS: dict[tuple[str, str, str], Any] = {}  # (project_dir, module, attr) → loaded object

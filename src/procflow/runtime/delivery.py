@@ -1,4 +1,4 @@
-"""Accepting events (runtime.md, "Events and correlation"): one transaction validates, stores
+"""Accepting events (docs/runtime.md, "Events and wait_for"): one transaction validates, stores
 and deduplicates the event, hands it to every token waiting on its correlation values, and starts
 the flows it triggers. Also the other half of ``lookback``: an earlier event satisfying a new
 wait, resolved in the commit that parks it.
@@ -7,48 +7,47 @@ wait, resolved in the commit that parks it.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from procflow.errors import ExprError
+from procflow.errors import EventError, ExprError
 from procflow.expr import evaluate_condition
-from procflow.model.ir import ConnectorManifest, EventSpec, Flow
+from procflow.model.ir import ConnectorManifest, EventSpec
+from procflow.runtime.catalog import event_retention
 from procflow.runtime.events import (
-    MIN_RETENTION_SECONDS,
     Event,
-    EventError,
     check_payload,
     event_keys,
 )
 from procflow.runtime.flow import FlowCtx
+from procflow.runtime.host import RunHost
 from procflow.runtime.inputs import check_inputs, input_env
 from procflow.runtime.intent import eval_context
+from procflow.runtime.starts import insert_flow_run
 from procflow.runtime.transition import Transition
+from procflow.states import ENDED, RunStatus, TokenState
 from procflow.store.rows import HistoryRow, RunRow, TokenRow
 from procflow.store.store import Tx
 
-if TYPE_CHECKING:
-    from procflow.runtime.engine import Engine
 
-
-def accept_event(engine: Engine, event: Event) -> dict[str, Any]:
+def accept_event(host: RunHost, event: Event) -> dict[str, Any]:
     """Accept an event in one transaction: validate, store (a repeated id does nothing),
     deliver it to every matching waiting run, start the flows it triggers. Returns the
     delivery report ``{event_id, duplicate, resumed, started}`` (plus ``errors``: triggers
     whose guard could not be evaluated)."""
-    spec = event_spec(engine, event.type)
+    spec = event_spec(host, event.type)
     check_payload(event.type, spec, event.data)
     keys = event_keys(spec, event.data)
     report: dict[str, Any] = {
         "event_id": event.id, "duplicate": False, "resumed": [], "started": [],
     }  # fmt: skip
-    with engine.store.tx() as tx:
-        now = engine.now()
+    with host.store.tx() as tx:
+        now = host.now()
         tx.lock_key(event.type, keys)
         if not tx.insert_event(event.id, event.type, keys, event.data, now):
             report["duplicate"] = True
             return report
-        report["resumed"] = _deliver(engine, tx, event, keys, now)
-        started, errors = _trigger(engine, tx, event, now)
+        report["resumed"] = _deliver(host, tx, event, keys, now)
+        started, errors = _trigger(host, tx, event, now)
         report["started"] = started
         if errors:
             report["errors"] = errors
@@ -58,17 +57,17 @@ def accept_event(engine: Engine, event: Event) -> dict[str, Any]:
     return report
 
 
-def event_spec(engine: Engine, type_: str) -> EventSpec:
+def event_spec(host: RunHost, type_: str) -> EventSpec:
     """The manifest's declaration of ``type_`` (``<connector>.<event>``): from the deployed
     flows' connectors first, then the project's and the installed/built-in ones."""
     connector, dot, name = type_.partition(".")
     if not dot or not connector or not name:
         raise EventError(f"event type [{type_}] is not <connector>.<event>")
-    manifest = _deployed_connector(engine, connector)
+    manifest = _deployed_connector(host, connector)
     if manifest is None:
-        from procflow.connectors.registry import ConnectorRegistry
+        from procflow.model.registry import ConnectorRegistry
 
-        registry = ConnectorRegistry(engine.project_dir or os.getcwd())
+        registry = ConnectorRegistry(host.catalog.project_dir or os.getcwd())
         manifest = registry.get(connector)
         if manifest is None:
             from procflow.model.source import suggest
@@ -89,25 +88,14 @@ def event_spec(engine: Engine, type_: str) -> EventSpec:
     return spec
 
 
-def _deployed_connector(engine: Engine, name: str) -> ConnectorManifest | None:
-    for flow, _version in latest_flows(engine, engine.store.read()):
+def _deployed_connector(host: RunHost, name: str) -> ConnectorManifest | None:
+    for flow, _version in host.catalog.latest_flows(host.store.read()):
         if name in flow.connectors:
             return flow.connectors[name]
     return None
 
 
-def latest_flows(engine: Engine, tx: Tx) -> list[tuple[Flow, int]]:
-    out = []
-    for name, dialect, enabled, _latest in tx.definitions():
-        version = tx.latest_version(name) if dialect == "flow" and enabled else None
-        if version is not None:
-            flow = engine.compiled(version.id, tx).definition
-            assert isinstance(flow, Flow)
-            out.append((flow, version.id))
-    return out
-
-
-def _deliver(engine: Engine, tx: Tx, event: Event, keys: str, now: int) -> list[str]:
+def _deliver(host: RunHost, tx: Tx, event: Event, keys: str, now: int) -> list[str]:
     """Hand ``event`` to every token waiting on (type, keys), each wait consumed once."""
     waits = tx.find_waits(event.type, keys)
     if not waits:
@@ -115,7 +103,7 @@ def _deliver(engine: Engine, tx: Tx, event: Event, keys: str, now: int) -> list[
     runs = {}
     for run_id in sorted({run_id for _, run_id in waits}):  # runs first, in one order
         run = tx.run_for_update(run_id)
-        if run is not None and run.status in ("running", "waiting", "failed"):
+        if run is not None and run.status not in ENDED:
             runs[run_id] = run
     taken = tx.take_waits([t for t, run_id in waits if run_id in runs])
     resumed = []
@@ -131,7 +119,7 @@ def _deliver(engine: Engine, tx: Tx, event: Event, keys: str, now: int) -> list[
 
 def _hand_event(tx: Tx, run: RunRow, token: TokenRow, event: Event, now: int) -> None:
     assert token.id is not None
-    token.state, token.wait = "ready", None
+    token.state, token.wait = TokenState.READY, None
     token.data["event"] = {"id": event.id, "data": event.data}
     tx.update_tokens([token])
     tx.delete_timers_of_tokens([token.id])
@@ -142,19 +130,19 @@ def _hand_event(tx: Tx, run: RunRow, token: TokenRow, event: Event, now: int) ->
         {"event_type": event.type, "event_id": event.id},
     )  # fmt: skip
     tx.append_history(run.id, [entry])
-    if run.status != "failed":
-        run.status = "running"
+    if run.status != RunStatus.FAILED:
+        run.status = RunStatus.RUNNING
     tx.save_run(run, None, None)
 
 
 def _trigger(
-    engine: Engine, tx: Tx, event: Event, now: int
+    host: RunHost, tx: Tx, event: Event, now: int
 ) -> tuple[list[str], list[dict[str, str]]]:
     """Start one run of every enabled flow triggered by this event type whose guard holds
     (at most one per flow and event id, even if the event is delivered again)."""
     started: list[str] = []
     errors: list[dict[str, str]] = []
-    for flow, version_id in latest_flows(engine, tx):
+    for flow, version_id in host.catalog.latest_flows(tx):
         trigger = flow.trigger
         if trigger is None or trigger.event != event.type:
             continue
@@ -170,17 +158,10 @@ def _trigger(
                 errors.append({"flow": flow.name, "message": f"when: {exc.message}"})
                 continue
         key = f"{flow.name}/event/{event.id}"
-        run_id = engine._start_flow(tx, version_id, flow, values, now, start_key=key)
+        run_id = insert_flow_run(tx, version_id, flow, values, now, start_key=key)
         if run_id is not None:
             started.append(run_id)
     return started, errors
-
-
-def event_retention(tx: Tx) -> int:
-    """Keep events for the longest lookback of any flow version ever deployed (a run may
-    still be on an old version), at least 24 hours."""
-    stored = tx.meta_get("event_retention")
-    return max(MIN_RETENTION_SECONDS * 1_000_000, int(stored) if stored else 0)
 
 
 def resolve_lookbacks(tx: Tx, rc: FlowCtx, tr: Transition) -> bool:
@@ -196,11 +177,11 @@ def resolve_lookbacks(tx: Tx, rc: FlowCtx, tr: Transition) -> bool:
         event_id, data = found
         tr.waits[:] = [w for w in tr.waits if w[0] is not token]
         tr.timers[:] = [t for t in tr.timers if t[0] is not token]
-        token.state, token.wait = "ready", None
+        token.state, token.wait = TokenState.READY, None
         token.data["event"] = {"id": event_id, "data": data}
         tx.insert_delivery(event_id, rc.run.id)
         tr.add("event.received", token.step, token.path, token.attempt,
                event_type=type_, event_id=event_id, lookback=True)  # fmt: skip
-        rc.run.status = "running"
+        rc.run.status = RunStatus.RUNNING
         hit = True
     return hit

@@ -11,15 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from procflow.errors import DefinitionError, UsageError
+from procflow.errors import DefinitionError, DeployError, RecordError
 from procflow.model.ir import Application, Entity, Flow
 from procflow.model.validate import Loaded, load_file, load_text
-from procflow.runtime.records import RecordError, seed_rows
+from procflow.runtime.records import seed_rows
 from procflow.store.store import Tx
 
-
-class DeployError(UsageError):
-    """The file is valid but cannot be deployed over what is already there."""
+_DIALECT_NOUN = {"flow": "a flow", "intent": "an intent process"}
 
 
 @dataclass(frozen=True)
@@ -63,8 +61,9 @@ def deploy(
         latest = tx.latest_version(name)
         if latest is not None and latest.dialect != dialect:
             raise DeployError(
-                f"[{name}] is already deployed as a {latest.dialect}; a {dialect} cannot reuse "
-                "the name"
+                f"[{name}] is already deployed as {_DIALECT_NOUN[latest.dialect]}; "
+                f"{_DIALECT_NOUN[dialect]} cannot reuse the name",
+                definition=name,
             )
         if latest is not None and latest.hash == digest:
             out.append(Deployed(name, dialect, latest.version, latest.id, False))
@@ -110,15 +109,17 @@ def _deploy_entities(tx: Tx, app: Application, version_id: int, now: int) -> Non
             if owner != app.name:
                 raise DeployError(
                     f"entity [{entity.name}] is already declared by the deployed file [{owner}]; "
-                    "two files cannot declare the same entity"
+                    "two files cannot declare the same entity",
+                    definition=app.name,
+                    entity=entity.name,
                 )
-            _check_compatible(entity.name, previous, declared)
+            _check_compatible(app.name, entity.name, previous, declared)
         tx.put_entity(entity.name, app.name, version_id, declared)
     for seed in app.seeds:
         try:
             rows = seed_rows(app, seed)
         except RecordError as exc:
-            raise DeployError(str(exc)) from None
+            raise DeployError(str(exc), definition=app.name, entity=exc.entity) from None
         seeded = app.entity(seed.entity)
         assert seeded is not None
         pk = seeded.primary_key.name
@@ -126,7 +127,7 @@ def _deploy_entities(tx: Tx, app: Application, version_id: int, now: int) -> Non
             tx.upsert_seed(seed.entity, int(row[pk]), row, now)
 
 
-def _check_compatible(name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+def _check_compatible(definition: str, name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
     problems = []
     for field_name, spec in old["fields"].items():
         now_spec = new["fields"].get(field_name)
@@ -149,5 +150,7 @@ def _check_compatible(name: str, old: dict[str, Any], new: dict[str, Any]) -> No
         raise DeployError(
             f"entity [{name}] cannot change this way over deployed records: "
             + "; ".join(problems)
-            + ". Redeploys may add entities, optional fields and relations only."
+            + ". Redeploys may add entities, optional fields and relations only.",
+            definition=definition,
+            entity=name,
         )

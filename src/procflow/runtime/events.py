@@ -14,16 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from procflow.errors import UsageError
+from procflow.errors import EventError
 from procflow.model.flow_exprs import literal_mismatch
 from procflow.model.ir import EventSpec
 
 # Accepted events are kept at least this long, so a late wait's `lookback` can find them.
 MIN_RETENTION_SECONDS = 24 * 3600
-
-
-class EventError(UsageError):
-    """An event that cannot be accepted (unknown type, bad payload, bad envelope)."""
 
 
 @dataclass(frozen=True)
@@ -38,13 +34,15 @@ def envelope(obj: Any) -> Event:
     ``data``) → an :class:`Event`."""
     if not isinstance(obj, Mapping):
         raise EventError("an event must be a JSON object: {type, data, id} or a CloudEvent")
+    type_ = obj.get("type")
     if "specversion" in obj:
         missing = [k for k in ("type", "id", "source") if not obj.get(k)]
         if missing:
-            raise EventError(f"CloudEvent without [{', '.join(missing)}]")
-    type_ = obj.get("type")
+            named = type_ if isinstance(type_, str) and type_ else None
+            message = f"CloudEvent without [{', '.join(missing)}]"
+            raise EventError(message, event_type=named, field=missing[0])
     if not isinstance(type_, str) or not type_:
-        raise EventError("an event needs a [type] such as slack.approval")
+        raise EventError("an event needs a [type] such as slack.approval", field="type")
     return make_event(type_, obj.get("data", {}), obj.get("id"))
 
 
@@ -52,30 +50,37 @@ def make_event(type_: str, data: Any, id_: Any = None) -> Event:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise EventError(f"event [{type_}]: data must be a JSON object, got {_kind(data)}")
+        raise EventError(
+            f"event [{type_}]: data must be a JSON object, got {_kind(data)}",
+            event_type=type_,
+            field="data",
+        )
     if id_ is not None and (not isinstance(id_, str) or not id_):
-        raise EventError(f"event [{type_}]: id must be a non-empty string")
+        raise EventError(
+            f"event [{type_}]: id must be a non-empty string", event_type=type_, field="id"
+        )
     return Event(type_, data, id_ or f"pf-{uuid.uuid4().hex}")
 
 
 def check_payload(type_: str, spec: EventSpec, data: Mapping[str, Any]) -> None:
     """Every problem of ``data`` against the manifest's payload schema, at once: a missing
     correlation key or required field, a field of the wrong type. Undeclared fields are kept."""
-    problems = []
+    problems: list[tuple[str, str]] = []  # (the payload field, the problem)
     for key in spec.correlate_on:
         if lookup(data, key) is None:
-            problems.append(f"missing correlation key [{key}] (correlate_on)")
+            problems.append((key, f"missing correlation key [{key}] (correlate_on)"))
     for name, field in spec.payload.items():
         value = data.get(name)
         if value is None:
             if field.required and name not in spec.correlate_on:
-                problems.append(f"missing required field [{name}] ({field.type})")
+                problems.append((name, f"missing required field [{name}] ({field.type})"))
             continue
         wrong = literal_mismatch(value, field.type)
         if wrong is not None:
-            problems.append(f"field [{name}] {wrong}")
+            problems.append((name, f"field [{name}] {wrong}"))
     if problems:
-        raise EventError(f"event [{type_}]: " + "; ".join(problems))
+        message = f"event [{type_}]: " + "; ".join(text for _, text in problems)
+        raise EventError(message, event_type=type_, field=problems[0][0])
 
 
 def lookup(data: Mapping[str, Any], dotted: str) -> Any:

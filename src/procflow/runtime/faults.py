@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import signal
 
+from procflow.config import raw
+
 POINTS = ("after_claim", "before_delegate", "after_delegate", "before_commit", "after_commit")
 
 _plan: dict[str, int] = {}
@@ -36,7 +38,7 @@ def configure(spec: str) -> None:
     enabled = bool(plan)
 
 
-configure(os.environ.get("PROCFLOW_FAULTS", ""))
+configure(raw("PROCFLOW_FAULTS") or "")
 
 
 def point(name: str) -> None:

@@ -3,10 +3,10 @@ its next action after having run one (each action's side effect gets its own com
 
 The position is the frame stack of :mod:`procflow.runtime.flow_state`. Pure steps (``set``,
 ``if``, groups, loop bookkeeping, a ``wait`` already past) are taken in the same transition as
-the action before them. Failures follow flow.md's order: ``optional`` on the failing step,
-else the scope's owner's ``recover``, else the owner fails and the rule repeats one level up;
-at the top, unhandled, the run fails with its position kept, so ``runs retry`` re-runs the
-failed step.
+the action before them. Failures follow the order of docs/reference/flow.md ("Failure"):
+``optional`` on the failing step, else the scope's owner's ``recover``, else the owner fails and
+the rule repeats one level up; at the top, unhandled, the run fails with its position kept, so
+``runs retry`` re-runs the failed step.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ from procflow.runtime.flow_state import (
     to_json,
 )
 from procflow.runtime.transition import Transition
+from procflow.states import RunStatus, TokenState
 from procflow.store.rows import RunRow, TokenRow
 
 # Pure steps taken in one transition at most; a long for_each of `set` steps commits between.
@@ -87,8 +88,8 @@ def advance_flow(fc: FlowCtx, token: TokenRow, now: int) -> Transition:
     with contextlib.suppress(_Stop):  # every way out of the loop parks or ends the run
         machine.run()
     status = fc.run.status
-    if status in ("running", "waiting"):
-        fc.run.status = "running" if token.state == "ready" else "waiting"
+    if status in (RunStatus.RUNNING, RunStatus.WAITING):
+        fc.run.status = RunStatus.RUNNING if token.state == TokenState.READY else RunStatus.WAITING
     return tr
 
 
@@ -142,7 +143,7 @@ class Machine:
     def park_ready(self, step: FlowStep | None) -> None:
         if step is not None:
             self.place(step)
-        self.token.state = "ready"
+        self.token.state = TokenState.READY
         self.tr.update(self.token)
         raise _Stop
 
@@ -169,7 +170,7 @@ class Machine:
                     self.fail(step, f"if: {exc.message}", "expression")
                     return
                 if not holds:
-                    self.tr.add("step.skipped", step.id, self.token.path, reason="if is false")
+                    self.tr.add("step.skipped", step.id, self.token.path, 1, reason="if is false")
                     self.complete(step, None, history=False)
                     return
             frame["s"] = True
@@ -248,7 +249,7 @@ class Machine:
 
     def park(self, kind: str, due: int, extra: dict[str, Any]) -> None:
         token = self.token
-        token.state, token.since = "waiting", self.tr.now
+        token.state, token.since = TokenState.WAITING, self.tr.now
         token.wait = {"kind": kind, **extra, "due": due}
         self.tr.timers.append((token, kind, due))
         self.tr.update(token)
@@ -294,7 +295,7 @@ class Machine:
         keys = correlation_keys(spec, values)
         due = self.tr.now + micros(step.timeout)
         frame["due"] = due
-        token.state, token.since = "waiting", self.tr.now
+        token.state, token.since = TokenState.WAITING, self.tr.now
         token.wait = {"kind": "event", "type": step.event, "match": values, "timeout_at": due}
         self.tr.timers.append((token, "timeout", due))
         self.tr.waits.append((token, "event", step.event, keys))
@@ -372,7 +373,7 @@ class Machine:
             error = frame.pop("err", None)
             owner = frame.get("o")
             self.tr.add("step.recovered", owner, self._path(owner, outer=True) if owner else None,
-                        error=error)  # fmt: skip
+                        1 if owner else None, error=error)  # fmt: skip
         if len(self.frames) == 1:
             self.complete_run()
             return
@@ -475,7 +476,7 @@ class Machine:
             except ExprError as exc:
                 self.token.step = self.token.path = "output"
                 self.fail_run(output_failure(f"output: {exc.message}"))
-        run.status, run.ended_at = "completed", tr.now
+        run.status, run.ended_at = RunStatus.COMPLETED, tr.now
         self.state.pop("frames", None)
         tr.scope_ops.append(("sweep", "", 0, None))
         token = self.token
@@ -515,13 +516,14 @@ class Machine:
             level -= 1
             failing = owner
             path = prefix(self.frames[: level + 1]) + owner.id
-            self.tr.add("step.failed", owner.id, path, message=message, error_type=kind)
+            # An owner (group, loop) runs once where it stands: its entries are attempt 1.
+            self.tr.add("step.failed", owner.id, path, 1, message=message, error_type=kind)
 
     def fail_run(self, error: dict[str, Any]) -> None:
         token, run = self.token, self.fc.run
-        token.state, token.wait = "failed", None
+        token.state, token.wait = TokenState.FAILED, None
         self.tr.update(token)
-        run.status, run.error = "failed", error
+        run.status, run.error = RunStatus.FAILED, error
         self.tr.add("run.failed", token.step, token.path, token.attempt, message=error["message"])
         raise _Stop
 

@@ -159,7 +159,7 @@ def run_names(run_id: str, started_at: int) -> dict[str, Any]:
 
 def to_json(value: Any) -> Any:
     """A value as stored in bindings: timestamps and durations become their ISO-8601 text (the
-    text renderings of flow.md), everything else is already JSON data."""
+    text renderings of docs/reference/expressions.md), everything else is already JSON data."""
     if isinstance(value, datetime):
         return format_timestamp(value)
     if isinstance(value, timedelta):

@@ -1,10 +1,12 @@
-"""The inputs a flow run starts with: checked, defaulted, normalised (flow.md, "File rules").
+"""The inputs a flow run starts with: checked, defaulted, normalised (docs/reference/flow.md,
+"inputs").
 
 Decisions (normative for the engine, the CLI and the docs):
 
 - Every problem is reported at once, in one :class:`InputError` (a :class:`UsageError`, exit 2)
   whose message holds one line per problem, each prefixed ``flow [<name>]: ``. Unknown inputs come
-  first (in the order given), then the declared inputs in declaration order.
+  first (in the order given), then the declared inputs in declaration order. The error's
+  ``input`` (and ``field``) names the input of the first problem.
 - Values are JSON kinds: a boolean is not an integer or a number; an integer is a number; a float
   is never an integer, not even ``3.0``; non-finite numbers are refused. An ``array`` is a JSON
   list (a tuple is accepted and becomes a list); an ``object`` is a mapping.
@@ -31,7 +33,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from procflow.errors import ExprEvalError, UsageError
+from procflow.errors import ExprEvalError, InputError
 from procflow.expr import format_timestamp, kind_of, parse_timestamp
 from procflow.model.ir import Flow, InputDecl
 from procflow.model.source import suggest
@@ -40,14 +42,8 @@ _INTEGER = re.compile(r"[+-]?[0-9]+")
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _SHOWN_CHARS = 40
 
-
-class InputError(UsageError):
-    """The inputs given to start a run are unusable; ``problems`` lists each one (unprefixed)."""
-
-    def __init__(self, flow: str, problems: Sequence[str]) -> None:
-        self.flow = flow
-        self.problems = list(problems)
-        super().__init__("\n".join(f"flow [{flow}]: {p}" for p in self.problems))
+# A problem: (the input it is about, or None for the command line's form; its text).
+_InputProblem = tuple[str | None, str]
 
 
 # --- checking --------------------------------------------------------------------------------
@@ -61,15 +57,22 @@ def check_inputs(flow: Flow, given: Mapping[str, Any]) -> dict[str, Any]:
     """
     values, problems = _check(flow, given, skip=frozenset(), report_missing=True)
     if problems:
-        raise InputError(flow.name, problems)
+        raise _input_error(flow, problems)
     return values
+
+
+def _input_error(flow: Flow, problems: Sequence[_InputProblem]) -> InputError:
+    """One error listing every problem; it points at the first problem's input."""
+    return InputError(flow.name, [text for _, text in problems], input=problems[0][0])
 
 
 def _check(
     flow: Flow, given: Mapping[str, Any], skip: frozenset[str], report_missing: bool
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[dict[str, Any], list[_InputProblem]]:
     """Values and problems; inputs in ``skip`` already have a reported problem."""
-    problems = [_unknown(flow, name) for name in given if name not in flow.inputs]
+    problems: list[_InputProblem] = [
+        (name, _unknown(flow, name)) for name in given if name not in flow.inputs
+    ]
     values: dict[str, Any] = {}
     for name, decl in flow.inputs.items():
         if name in skip:
@@ -78,7 +81,7 @@ def _check(
         if value is None:
             if decl.required:
                 if report_missing:
-                    problems.append(f"missing required input [{name}] ({decl.type})")
+                    problems.append((name, f"missing required input [{name}] ({decl.type})"))
                 continue
             value = copy.deepcopy(decl.default) if decl.has_default else None
             if value is None:
@@ -86,7 +89,7 @@ def _check(
                 continue
         checked, problem = _check_value(decl, value)
         if problem is not None:
-            problems.append(problem)
+            problems.append((name, problem))
         else:
             values[name] = checked
     return values, problems
@@ -167,16 +170,16 @@ def _shown(text: str) -> str:
 
 def cli_inputs(flow: Flow, pairs: Sequence[str], inputs_json: str | None) -> dict[str, Any]:
     """Inputs from ``--inputs JSON`` and ``--input k=v`` pairs (which win), then checked."""
-    problems: list[str] = []
+    problems: list[_InputProblem] = []
     given: dict[str, Any] = {}
     report_missing = True
     if inputs_json is not None:
         parsed, problem = _parse_json(inputs_json)
         if problem is not None:
-            problems.append(f"--inputs is not valid JSON: {problem}")
+            problems.append((None, f"--inputs is not valid JSON: {problem}"))
             report_missing = False  # what is missing may be in the unreadable text
         elif not isinstance(parsed, dict):
-            problems.append(f"--inputs must be a JSON object, got {_describe(parsed)}")
+            problems.append((None, f"--inputs must be a JSON object, got {_describe(parsed)}"))
             report_missing = False
         else:
             given.update(parsed)
@@ -184,7 +187,7 @@ def cli_inputs(flow: Flow, pairs: Sequence[str], inputs_json: str | None) -> dic
     for pair in pairs:
         name, sep, text = pair.partition("=")
         if not sep or not name:
-            problems.append(f"--input expects k=v, got [{_shown(pair)}]")
+            problems.append((None, f"--input expects k=v, got [{_shown(pair)}]"))
             continue
         decl = flow.inputs.get(name)
         if decl is None:
@@ -192,7 +195,7 @@ def cli_inputs(flow: Flow, pairs: Sequence[str], inputs_json: str | None) -> dic
             continue
         value, problem = _convert(decl, text)
         if problem is not None:
-            problems.append(problem)
+            problems.append((name, problem))
             failed.add(name)
             given.pop(name, None)
         else:
@@ -201,7 +204,7 @@ def cli_inputs(flow: Flow, pairs: Sequence[str], inputs_json: str | None) -> dic
     values, check_problems = _check(flow, given, frozenset(failed), report_missing)
     problems.extend(check_problems)
     if problems:
-        raise InputError(flow.name, problems)
+        raise _input_error(flow, problems)
     return values
 
 

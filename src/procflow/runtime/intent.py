@@ -2,7 +2,7 @@
 
 The decisions (routing, retry or route or fail, ``{error}``, loop guard, run status) are plain
 functions over the run's rows. The only side effects are the delegate call and, for ``notify``,
-sending the message (SMTP) or composing an outbox message; both happen before the engine commits
+the ``email.send`` attempt (SMTP, or the outbox); both happen before the engine commits
 the transition. A ``userTask`` or ``wait`` step only parks its token here: the task is opened by
 :mod:`procflow.runtime.tasks`, the wait resumed by :mod:`procflow.runtime.record_waits`.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from procflow.errors import ExprError, NonRetryableError
+from procflow.errors import CodeLoadError, ExprError, NonRetryableError, RecordError
 from procflow.expr import EvalContext, Expr, evaluate_condition, root_paths
 from procflow.model.ir import (
     END,
@@ -35,12 +35,14 @@ from procflow.model.ir import (
     WaitRecord,
 )
 from procflow.runtime import faults
+from procflow.runtime.actions import ActionAttempt, Caller, send_email
 from procflow.runtime.clock import iso, micros, to_datetime
 from procflow.runtime.context import StepContext, VarsView, step_logger
-from procflow.runtime.delegates import CodeLoadError, call_delegate, load_attr
-from procflow.runtime.records import RecordError, patch_record, record_json
+from procflow.runtime.delegates import call_delegate, load_attr
+from procflow.runtime.records import patch_record, record_json
 from procflow.runtime.secrets import Masker
-from procflow.runtime.transition import OutboxMessage, RecordWrite, Transition
+from procflow.runtime.transition import RecordWrite, Transition
+from procflow.states import FINISHED, RunStatus, TokenState
 from procflow.store.rows import RunRow, TokenRow
 
 MAX_STEPS_WITHOUT_WAIT = 1000
@@ -115,7 +117,7 @@ def idempotency_key(rc: RunCtx, token: TokenRow) -> str:
 
 def park(tr: Transition, token: TokenRow, wait: dict[str, Any]) -> None:
     """The token waits (a wait state: the loop guard counts steps between waits)."""
-    token.state = "waiting"
+    token.state = TokenState.WAITING
     token.wait = wait
     token.since = tr.now
     token.data["steps"] = 0
@@ -154,7 +156,7 @@ def resume(
 ) -> None:
     """A parked token's step is done (its task completed, its record written): it moves on."""
     assert token.id is not None
-    token.state, token.wait = "ready", None
+    token.state, token.wait = TokenState.READY, None
     tr.timers_drop.append(token.id)  # a task's timeout and expiry go with it
     complete_step(tr, rc, token, step, **completed)
 
@@ -208,7 +210,7 @@ def end_path(tr: Transition, rc: RunCtx, token: TokenRow) -> None:
 
 def complete_run(tr: Transition, rc: RunCtx) -> None:
     run = rc.run
-    run.status = "completed"
+    run.status = RunStatus.COMPLETED
     run.ended_at = tr.now
     sweep_vars(tr, rc)
     tr.add("run.completed")
@@ -224,24 +226,26 @@ def sweep_vars(tr: Transition, rc: RunCtx) -> None:
 
 
 def fail_run(tr: Transition, rc: RunCtx, token: TokenRow, message: str, kind: str) -> None:
-    token.state = "failed"
+    token.state = TokenState.FAILED
     token.wait = None
     tr.update(token)
-    rc.run.status = "failed"
+    rc.run.status = RunStatus.FAILED
     rc.run.error = {"step": token.step, "message": message, "type": kind}
     tr.add("step.failed", token.step, token.path, token.attempt, message=message)
     tr.add("run.failed", token.step, token.path, token.attempt, message=message)
 
 
 def settle(tr: Transition, rc: RunCtx) -> None:
-    """The run's status from its tokens (runtime.md, "Runs, tokens and statuses")."""
+    """The run's status from its tokens."""
     run = rc.run
-    if run.status in ("completed", "cancelled", "aborted", "failed"):
+    if run.status in FINISHED:
         return
     if not rc.tokens and not tr.tokens_insert:
         return
     live = [*rc.tokens.values(), *tr.tokens_insert]
-    run.status = "running" if any(t.state == "ready" for t in live) else "waiting"
+    run.status = (
+        RunStatus.RUNNING if any(t.state == TokenState.READY for t in live) else RunStatus.WAITING
+    )
 
 
 # --- decisions ----------------------------------------------------------------------------
@@ -380,7 +384,6 @@ class Attempt:
     record: dict[str, Any] | None = None
     vars: dict[str, Any] = field(default_factory=dict)
     logs: list[tuple[str, str]] = field(default_factory=list)
-    sent: list[str] = field(default_factory=list)  # notify over SMTP: the accepted recipients
 
 
 def _delegate(
@@ -406,7 +409,7 @@ def _delegate(
 def run_delegate(rc: RunCtx, token: TokenRow, step: ServiceTask, action: Delegate) -> Attempt:
     entity = rc.entity
     original = record_json(entity, rc.record) if entity and rc.record is not None else {}
-    vars_view = VarsView(step.name, step.produces, step.uses, _var_loader(rc))
+    vars_view = VarsView(step.name, step.produces, step.uses, _var_loader(rc), run_id=rc.run.id)
     log, handler = step_logger(rc.run.id, step.name)
     ctx = StepContext(
         run_id=rc.run.id,
@@ -503,7 +506,7 @@ def fail_attempt(
     if not attempt.final and token.attempt < total and step.retry is not None:
         due = tr.now + micros(step.retry.every)
         token.attempt += 1
-        token.state = "waiting"
+        token.state = TokenState.WAITING
         token.since = tr.now
         token.data["steps"] = 0  # a wait state: the loop guard counts steps between waits
         token.wait = {
@@ -541,20 +544,17 @@ def _notify(tr: Transition, rc: RunCtx, token: TokenRow, step: ServiceTask, acti
         move(tr, rc, token, successor(rc.process, step.name, step.next))
         return
     subject, body = masker.mask(subject), masker.mask(body)
-    smtp_url = rc.env().get("PROCFLOW_SMTP_URL")
-    if smtp_url:
-        sent = send_mail(rc, token, step, smtp_url, (to, subject, body))
-        for level, line in sent.logs:
-            tr.add("log", step.name, token.path, token.attempt,
-                   level=level, message=masker.mask(line))  # fmt: skip
-        if sent.error is not None:
-            fail_attempt(tr, rc, token, step, sent, masker.mask(sent.error))
-            return
-        for address in sent.sent:
-            tr.add("message.sent", step.name, token.path, token.attempt, to=address)
-    else:
-        tr.outbox.append(OutboxMessage("email", to, subject, body, step.name))
-        tr.add("message.outboxed", step.name, token.path, token.attempt, to=to)
+    sent = send_mail(rc, token, step, (to, subject, body))
+    for level, line in sent.logs:
+        tr.add("log", step.name, token.path, token.attempt, level=level, message=line)
+    if sent.error is not None:
+        fail_attempt(tr, rc, token, step, Attempt(final=sent.final), sent.error)
+        return
+    for message in sent.outbox:
+        tr.outbox.append(message)
+        tr.add("message.outboxed", step.name, token.path, token.attempt, to=message.recipient)
+    for address in sent.sent:
+        tr.add("message.sent", step.name, token.path, token.attempt, to=address)
     if empty:
         names = ", ".join(empty)
         tr.add("log", step.name, token.path, level="warning",
@@ -563,28 +563,14 @@ def _notify(tr: Transition, rc: RunCtx, token: TokenRow, step: ServiceTask, acti
 
 
 def send_mail(
-    rc: RunCtx, token: TokenRow, step: ServiceTask, smtp_url: str, message: tuple[str, str, str]
-) -> Attempt:
-    """Send through the ``email`` built-in's SMTP code (its Message-ID comes from the step's
-    idempotency key, so a re-sent attempt carries the first one's). Its failures are this
-    attempt's: a 5xx answer or a bad URL is final, a 4xx or network failure retries."""
-    from procflow.connectors.builtin.email import DEFAULT_FROM, send
-
-    log, lines = step_logger(rc.run.id, step.name)
-    ctx = StepContext(
-        run_id=rc.run.id, step=step.name, attempt=token.attempt,
-        idempotency_key=idempotency_key(rc, token), project_dir=rc.project_dir, log=log,
-        config={"smtp_url": smtp_url, "from": rc.env().get("PROCFLOW_SMTP_FROM") or DEFAULT_FROM},
-    )  # fmt: skip
-    out = Attempt(logs=lines.lines)
-    try:
-        send(ctx, *message)
-    except NonRetryableError as exc:
-        out.error, out.final = failure_message(exc), True
-    except Exception as exc:  # a delivery failure, whatever smtplib raised, fails the attempt
-        out.error = failure_message(exc)
-    out.sent = list(ctx.sent)
-    return out
+    rc: RunCtx, token: TokenRow, step: ServiceTask, message: tuple[str, str, str]
+) -> ActionAttempt:
+    """Send as one attempt of ``email.send`` (outbox mode without ``PROCFLOW_SMTP_URL`` in the
+    engine's environment; the Message-ID comes from the step's idempotency key, so a re-sent
+    attempt carries the first one's). Its failures are this attempt's: a 5xx answer or a bad
+    URL is final, a 4xx or network failure retries. Vars never show in what it keeps."""
+    caller = Caller(rc.run.id, step.name, token.attempt, idempotency_key(rc, token), rc.project_dir)
+    return send_email(caller, message, environ=rc.env(), hide=rc.vars().values())
 
 
 def recipient(rc: RunCtx, action: Notify) -> str | None:

@@ -11,8 +11,7 @@ from procflow.model.ir import Application, Flow, Process
 from procflow.runtime.clock import system_now
 from procflow.runtime.engine import Engine
 from procflow.runtime.inputs import cli_inputs
-
-ENDED = ("completed", "failed", "cancelled", "aborted")
+from procflow.states import FINISHED
 
 
 def choose_process(app: Application, deployed: list[str], name: str | None) -> Process:
@@ -51,7 +50,7 @@ def run_once(
     wait: bool,
 ) -> dict[str, Any]:
     deployed = engine.deploy(path)
-    definition = engine.compiled(deployed[0].version_id).definition
+    definition = engine.catalog.compiled(deployed[0].version_id).definition
     if isinstance(definition, Flow):
         pairs, text = (
             (start.pairs, start.inputs_json) if isinstance(start, FlowStart) else ([], None)
@@ -97,7 +96,7 @@ def work_until_settled(engine: Engine, run_id: str, *, wait: bool) -> None:
     while True:
         engine.work(until_idle=True)
         status = engine.store.read().run(run_id)
-        if status is None or status.status in ENDED or not wait:
+        if status is None or status.status in FINISHED or not wait:
             return
         due = engine.store.read().next_due()
         if due is None:

@@ -8,7 +8,7 @@ that both aborts a run and satisfies one of its waits aborts it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from procflow.errors import ExprError
 from procflow.expr import evaluate_condition
@@ -22,6 +22,7 @@ from procflow.model.ir import (
     SetRelationField,
     WaitRecord,
 )
+from procflow.runtime.host import RunHost
 from procflow.runtime.intent import (
     RunCtx,
     eval_context,
@@ -35,14 +36,12 @@ from procflow.runtime.intent import (
 from procflow.runtime.records import seeded_names
 from procflow.runtime.tasks import Task, withdraw
 from procflow.runtime.transition import Transition
-from procflow.store.store import TERMINAL, Tx
-
-if TYPE_CHECKING:
-    from procflow.runtime.engine import Engine
+from procflow.states import ENDED, RunStatus
+from procflow.store.store import Tx
 
 
 def on_record_event(
-    engine: Engine,
+    host: RunHost,
     tx: Tx,
     event: str,
     app: Application,
@@ -57,15 +56,15 @@ def on_record_event(
     if after is None or decl is None or event == "onDelete":
         return  # a delete cancels the runs about the record (Engine.delete_record)
     if before is not None:
-        abort_runs(engine, tx, app, decl, before, after, now)
-    resume_waits(engine, tx, event, app, decl, after, now)
+        abort_runs(host, tx, app, decl, before, after, now)
+    resume_waits(host, tx, event, app, decl, after, now)
 
 
 # --- abortOn -----------------------------------------------------------------------------------
 
 
 def abort_runs(
-    engine: Engine,
+    host: RunHost,
     tx: Tx,
     app: Application,
     entity: Entity,
@@ -81,12 +80,12 @@ def abort_runs(
         return  # only a change *into* a status aborts
     id_ = int(after[entity.primary_key.name])
     for run in tx.active_runs_for_record(entity.name, id_):
-        _, process = engine.process(run.version_id, run.name, tx)
+        _, process = host.catalog.process(run.version_id, run.name, tx)
         abort_on = process.abort_on
         if abort_on is not None and entered in abort_on.statuses:
             name = _status_name(app, status.to, entered)
             reason = f"[{entity.name}] {id_} entered status [{name}] ({status.name})"
-            abort(engine, tx, run.id, abort_on, reason, now)
+            abort(host, tx, run.id, abort_on, reason, now)
 
 
 def _status_name(app: Application, setting: str, id_: int) -> str:
@@ -94,15 +93,15 @@ def _status_name(app: Application, setting: str, id_: int) -> str:
     return names.get(id_, str(id_))
 
 
-def abort(engine: Engine, tx: Tx, run_id: str, abort_on: AbortOn, reason: str, now: int) -> None:
+def abort(host: RunHost, tx: Tx, run_id: str, abort_on: AbortOn, reason: str, now: int) -> None:
     """Cancel the whole run — open tasks withdrawn, tokens, timers and waits removed — run the
     cleanup step alone, here, in this transaction, sweep the vars, and end the run ``aborted``.
     A worker holding the run meanwhile has its commit refused (the run is no longer running,
     and its lease is released)."""
     run = tx.run_for_update(run_id)
-    if run is None or run.status in TERMINAL:
+    if run is None or run.status in ENDED:
         return
-    rc = engine.inline_ctx(tx, run)
+    rc = host.inline_ctx(tx, run)
     tr = Transition(run, now)
     for row in tx.open_tasks(run_id=run.id):
         withdraw(tx, tr, Task(**row), "aborted")
@@ -114,11 +113,11 @@ def abort(engine: Engine, tx: Tx, run_id: str, abort_on: AbortOn, reason: str, n
     if abort_on.then != END:
         _cleanup(tr, rc, abort_on.then)
     sweep_vars(tr, rc)
-    run.status, run.ended_at, run.error = "aborted", now, None
+    run.status, run.ended_at, run.error = RunStatus.ABORTED, now, None
     tr.add("run.aborted", reason=reason)
     # The cleanup's record write is applied after the run row is saved as aborted, so the
     # lifecycle event it fires in turn cannot abort or resume this run again.
-    engine.apply_inline(tx, rc, tr)
+    host.apply_inline(tx, rc, tr)
 
 
 def _cleanup(tr: Transition, rc: RunCtx, name: str) -> None:
@@ -136,7 +135,7 @@ def _cleanup(tr: Transition, rc: RunCtx, name: str) -> None:
 
 
 def resume_waits(
-    engine: Engine,
+    host: RunHost,
     tx: Tx,
     event: str,
     app: Application,
@@ -158,9 +157,9 @@ def resume_waits(
     described = {"event": event, "record": {"entity": entity.name, "id": id_}}
     for run_id in sorted(by_run):  # runs locked in one order, as event delivery does
         run = tx.run_for_update(run_id)
-        if run is None or run.status in TERMINAL:
+        if run is None or run.status in ENDED:
             continue
-        rc = engine.inline_ctx(tx, run)
+        rc = host.inline_ctx(tx, run)
         tr = Transition(run, now)
         for token_id in by_run[run_id]:
             token = rc.tokens.get(token_id)
@@ -172,7 +171,7 @@ def resume_waits(
             resume(tr, rc, token, step, **described)
         if tr.history:
             settle(tr, rc)
-            engine.apply_inline(tx, rc, tr)
+            host.apply_inline(tx, rc, tr)
 
 
 def _holds(

@@ -35,12 +35,12 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
-from procflow.errors import UsageError
+from procflow.errors import RecordError
 from procflow.model.intent_values import describe
 from procflow.model.ir import Application, Entity, Field, Relation, Seed
 from procflow.model.source import suggest
@@ -52,37 +52,6 @@ INT64_MAX = 2**63 - 1
 _INTEGER_TYPES = frozenset({"integer", "int", "long"})
 _NUMBER_TYPES = frozenset({"decimal", "double"})
 _TEXT_TYPES = frozenset({"string", "text"})
-
-
-class RecordError(UsageError):
-    """A record write (or seed row, or single value) that violates its entity's declaration.
-
-    ``problems`` lists every ``(field, problem)`` found, in declaration order (unknown keys last);
-    ``field`` is the first problem's field name, for callers that point at one place.
-    """
-
-    def __init__(
-        self,
-        problems: Sequence[tuple[str, str]],
-        *,
-        entity: str | None = None,
-        action: str = "write",
-        where: str | None = None,
-    ) -> None:
-        self.problems: tuple[tuple[str, str], ...] = tuple(problems)
-        self.entity = entity
-        self.field: str | None = self.problems[0][0] if self.problems else None
-        head = f"cannot {action} [{entity}] record" if entity is not None else "invalid value"
-        if where:
-            head += f" ({where})"
-        super().__init__(_message(head, self.problems))
-
-
-def _message(head: str, problems: Sequence[tuple[str, str]]) -> str:
-    lines = [f"[{name}]: {problem}" for name, problem in problems]
-    if len(lines) == 1:
-        return f"{head}: {lines[0]}"
-    return f"{head} ({len(lines)} problems):\n" + "\n".join(f"  {line}" for line in lines)
 
 
 class _Problem(Exception):
@@ -320,7 +289,10 @@ def patch_record(
             _relation(app, rel, patch[rel.name], exists, values, problems)
     _unknown_keys(entity, patch, problems)
     if problems:
-        raise RecordError(list(problems.items()), entity=entity.name, action="update")
+        record_id = current.get(pk.name) if pk is not None else None
+        raise RecordError(
+            list(problems.items()), entity=entity.name, action="update", record_id=record_id
+        )
     merged = record_json(entity, current)
     merged.update(values)
     return merged

@@ -31,9 +31,10 @@ import secrets
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from procflow.errors import ProcflowError
+from procflow.config import raw
+from procflow.errors import SecretKeyError, VarValueError
+from procflow.store.url import StoreUrl, dialect_of
 
 MIN_SECRET_CHARS = 32
 KEY_SALT = b"procflow-vars-v1"
@@ -49,14 +50,6 @@ _POSTGRES_NEEDS_KEY = (
     "PostgreSQL needs a shared secret key: set PROCFLOW_SECRET_KEY (at least 32 characters) "
     "or PROCFLOW_SECRET_KEY_FILE on every worker"
 )
-
-
-class SecretKeyError(ProcflowError):
-    """The secret key is missing, too short, unreadable, or not the one the data was sealed with."""
-
-
-class VarValueError(ProcflowError):
-    """A var value that cannot be stored (it is not JSON). The message never shows the value."""
 
 
 # --- encryption ------------------------------------------------------------------------------
@@ -137,36 +130,19 @@ def _aad(run_id: str, name: str) -> bytes:
 
 def load_cipher(db_url: str, environ: Mapping[str, str]) -> VarCipher:
     """The var cipher for the store at ``db_url`` (see the module notes for where the key is)."""
-    secret = environ.get(ENV_KEY, "").strip()
+    secret = (raw(ENV_KEY, environ) or "").strip()
     if secret:
         return _from(secret, ENV_KEY)
-    key_file = environ.get(ENV_KEY_FILE, "").strip()
+    key_file = (raw(ENV_KEY_FILE, environ) or "").strip()
     if key_file:
         return _from(_read_key_file(Path(key_file), ENV_KEY_FILE), f"{ENV_KEY_FILE} [{key_file}]")
-    scheme, _, _ = db_url.partition(":")
-    if scheme.split("+", 1)[0].lower() != "sqlite":
+    if dialect_of(db_url) != "sqlite":
         raise SecretKeyError(_POSTGRES_NEEDS_KEY)
-    path = sqlite_path(db_url)
+    path = StoreUrl.parse(db_url).sqlite_file  # the store's own reading of the URL
     if path is None:
         return VarCipher.ephemeral()
     key_path = Path(f"{path}.key")
     return _from(_sqlite_key(key_path), f"key file [{key_path}]")
-
-
-def sqlite_path(db_url: str) -> str | None:
-    """The database file of a ``sqlite:///path`` URL; ``None`` for an in-memory database."""
-    parts = urlsplit(db_url)
-    path = parts.path
-    if path.startswith("/"):
-        path = path[1:]  # sqlite:///rel → "rel", sqlite:////abs → "/abs"
-    if (
-        not path
-        or path == ":memory:"
-        or path.startswith("file::memory:")
-        or "mode=memory" in parts.query
-    ):
-        return None
-    return path
 
 
 def _from(secret: str, source: str) -> VarCipher:

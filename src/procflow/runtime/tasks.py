@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from procflow.errors import NotFoundError, UsageError
+from procflow.errors import NotFoundError, TaskError
 from procflow.model.ir import END, Application, Assignee, Entity, UserTask
 from procflow.model.source import suggest
 from procflow.runtime.clock import from_datetime, iso, micros
+from procflow.runtime.host import RunHost
 from procflow.runtime.intent import (
     TASK_OPEN,
     RunCtx,
@@ -29,11 +30,9 @@ from procflow.runtime.intent import (
 )
 from procflow.runtime.records import patch_record, record_json
 from procflow.runtime.transition import Transition
+from procflow.states import ENDED, RunStatus, TokenState
 from procflow.store.rows import HistoryRow, RunRow, TimerRow, TokenRow
-from procflow.store.store import TERMINAL, Tx
-
-if TYPE_CHECKING:
-    from procflow.runtime.engine import Engine
+from procflow.store.store import Tx
 
 TASK_TIMEOUT, TASK_EXPIRE = "task_timeout", "task_expire"
 # Who completed a task when no user is named: the CLI and the Python API act as administrator.
@@ -68,7 +67,7 @@ class Task:
 
 
 def task_json(task: Task) -> dict[str, Any]:
-    """``tasks list --json`` (interfaces.md); a closed task adds its outcome."""
+    """``tasks list --json`` (docs/reference/cli.md); a closed task adds its outcome."""
     out: dict[str, Any] = {
         "id": task.id, "run_id": task.run_id, "step": task.step, "assignee": task.assignee,
         "form": task.form, "actions": task.actions,
@@ -93,17 +92,17 @@ def list_tasks(tx: Tx, assignee: str | None = None) -> list[dict[str, Any]]:
 
 
 def fire_task_timer(
-    engine: Engine, tx: Tx, timer: TimerRow, run: RunRow, token: TokenRow, now: int
+    host: RunHost, tx: Tx, timer: TimerRow, run: RunRow, token: TokenRow, now: int
 ) -> None:
     """``task_open`` (the token entered a userTask: open its task), ``task_timeout`` (a second
     token starts at ``then``, the task stays open) or ``task_expire`` (the task is withdrawn and
     the token continues at ``then``)."""
-    _, process = engine.process(run.version_id, run.name, tx)
+    _, process = host.catalog.process(run.version_id, run.name, tx)
     step = process.step(token.step)
     if not isinstance(step, UserTask):
         return  # the token moved on; its task's timers went with it, so this is only a guard
     if timer.kind == TASK_OPEN:
-        open_task(engine, tx, run, token, step, now)
+        open_task(host, tx, run, token, step, now)
         return
     found = tx.open_tasks(token_id=token.id)
     if not found:
@@ -112,13 +111,13 @@ def fire_task_timer(
     if timer.kind == TASK_TIMEOUT and step.timeout is not None:
         _fork(tx, run, token, task, step.timeout.then, now)
     elif timer.kind == TASK_EXPIRE and step.expire is not None:
-        _expire(engine, tx, run, token, task, step.expire.then, now)
+        _expire(host, tx, run, token, task, step.expire.then, now)
 
 
 def open_task(
-    engine: Engine, tx: Tx, run: RunRow, token: TokenRow, step: UserTask, now: int
+    host: RunHost, tx: Tx, run: RunRow, token: TokenRow, step: UserTask, now: int
 ) -> None:
-    compiled, _ = engine.process(run.version_id, run.name, tx)
+    compiled, _ = host.catalog.process(run.version_id, run.name, tx)
     app = compiled.definition
     assert isinstance(app, Application) and token.id is not None
     record, owner = _trigger_record(tx, run)
@@ -224,30 +223,30 @@ def _fork(tx: Tx, run: RunRow, token: TokenRow, task: Task, then: str, now: int)
         run.seq += 1
         forked_from = {"from": token.step, "task_id": task.id}
         entries.append(HistoryRow(run.seq, now, "token.forked", then, then, 1, forked_from))
-        if run.status != "failed":
-            run.status = "running"
+        if run.status != RunStatus.FAILED:
+            run.status = RunStatus.RUNNING
         tx.notify()
     tx.append_history(run.id, entries)
     tx.save_run(run, None, None)
 
 
 def _expire(
-    engine: Engine, tx: Tx, run: RunRow, token: TokenRow, task: Task, then: str, now: int
+    host: RunHost, tx: Tx, run: RunRow, token: TokenRow, task: Task, then: str, now: int
 ) -> None:
     """The cancelling expiry: the task is withdrawn, its other timers disarmed, and the token
     continues at ``then``."""
     assert token.id is not None
     token_id = token.id
-    rc = engine.inline_ctx(tx, run)
+    rc = host.inline_ctx(tx, run)
     token = rc.tokens[token_id]  # as this transaction sees it
     tr = Transition(rc.run, now)
     tr.add("timer.fired", token.step, token.path, token.attempt)
     withdraw(tx, tr, task, "expired")
-    token.state, token.wait = "ready", None
+    token.state, token.wait = TokenState.READY, None
     tr.timers_drop.append(token_id)
     move(tr, rc, token, then)
     settle(tr, rc)
-    engine.apply_inline(tx, rc, tr)
+    host.apply_inline(tx, rc, tr)
 
 
 # --- withdrawing -------------------------------------------------------------------------------
@@ -255,7 +254,7 @@ def _expire(
 
 def withdraw(tx: Tx, tr: Transition, task: Task, reason: str) -> None:
     tx.end_task(task.id, "withdrawn", tr.now)
-    tr.add("task.withdrawn", task.step, task.step, task_id=task.id, reason=reason)
+    tr.add("task.withdrawn", task.step, task.step, 1, task_id=task.id, reason=reason)
 
 
 def withdraw_tasks(tx: Tx, run: RunRow, now: int, reason: str) -> list[HistoryRow]:
@@ -271,24 +270,24 @@ def withdraw_tasks(tx: Tx, run: RunRow, now: int, reason: str) -> list[HistoryRo
 
 
 def complete_task(
-    engine: Engine,
+    host: RunHost,
     task_id: int,
     action: str | None,
     data: Mapping[str, Any],
     user: str | None,
 ) -> dict[str, Any]:
     """Complete an open task in one transaction; returns the completed task's JSON. Bad input
-    raises :class:`UsageError` and changes nothing."""
-    with engine.store.tx() as tx:
+    raises a :class:`~procflow.errors.UsageError` and changes nothing."""
+    with host.store.tx() as tx:
         run = _lock(tx, task_id)
         task = _open_task(tx, task_id)
         _check_user(task, user)
         action = _check_action(task, action)
         _check_fields(task, data)
-        if run is None or run.status in TERMINAL:  # ending a run withdraws its tasks: a guard
-            raise UsageError(f"task [{task_id}] belongs to a run that has ended")
-        now = engine.now()
-        rc = engine.inline_ctx(tx, run)
+        if run is None or run.status in ENDED:  # ending a run withdraws its tasks: a guard
+            raise _task_error(task, f"task [{task_id}] belongs to a run that has ended")
+        now = host.now()
+        rc = host.inline_ctx(tx, run)
         step = rc.process.step(task.step)
         assert isinstance(step, UserTask) and task.token_id is not None
         token = rc.tokens[task.token_id]
@@ -296,12 +295,12 @@ def complete_task(
         _write(tr, rc, step, data)  # validated like any record write: a bad value changes nothing
         by = user or ADMINISTRATOR
         tx.end_task(task.id, "completed", now, action=action, done_by=by, data=dict(data))
-        token.data["action"] = action  # decisions read it (intent.md, decision)
+        token.data["action"] = action  # decisions read it (docs/reference/intent.md)
         tr.add("task.completed", step.name, token.path, token.attempt,
                task_id=task.id, action=action, by=by)  # fmt: skip
         resume(tr, rc, token, step)
         settle(tr, rc)
-        engine.apply_inline(tx, rc, tr)
+        host.apply_inline(tx, rc, tr)
         done = tx.task(task.id)
         assert done is not None
         return task_json(Task(**done))
@@ -312,7 +311,7 @@ def _lock(tx: Tx, task_id: int) -> RunRow | None:
     aborts or resumes runs (PostgreSQL), so the two never wait on each other; returns the run."""
     row = tx.task(task_id)
     if row is None:
-        raise NotFoundError(f"no task with id [{task_id}]")
+        raise NotFoundError(f"no task with id [{task_id}]", kind="task", key=task_id)
     if row["record_entity"] is not None and row["record_id"] is not None:
         tx.record(row["record_entity"], row["record_id"], lock=True)
     return tx.run_for_update(row["run_id"])
@@ -323,35 +322,41 @@ def _open_task(tx: Tx, task_id: int) -> Task:
     assert row is not None  # tasks are never deleted
     task = Task(**row)
     if task.status != "open":
-        raise UsageError(
-            f"task [{task_id}] is {task.status}, not open; only an open task completes"
+        raise _task_error(
+            task, f"task [{task_id}] is {task.status}, not open; only an open task completes"
         )
     return task
+
+
+def _task_error(task: Task, message: str, field: str | None = None) -> TaskError:
+    return TaskError(message, task_id=task.id, run_id=task.run_id, step=task.step, field=field)
 
 
 def _check_user(task: Task, user: str | None) -> None:
     """No user: an administrator, who may complete any task. A named user must be the assigned
     user; role membership is not modelled yet, so anyone named may complete a role's task."""
     if user is not None and task.assignee_kind == "user" and user != task.assignee:
-        raise UsageError(
-            f"task [{task.id}] is assigned to user [{task.assignee}]; [{user}] cannot complete it"
+        raise _task_error(
+            task,
+            f"task [{task.id}] is assigned to user [{task.assignee}]; [{user}] cannot complete it",
         )
 
 
 def _check_action(task: Task, action: str | None) -> str:
     if not task.form:
         if action is not None and not action.strip():
-            raise UsageError(f"task [{task.id}]: the action must not be empty")
+            raise _task_error(task, f"task [{task.id}]: the action must not be empty", "action")
         return action or DEFAULT_ACTION
     allowed = ", ".join(task.actions)
     if action is None:
-        raise UsageError(
-            f"task [{task.id}] has form [{task.form}]: give an action, one of {allowed}"
-        )
+        message = f"task [{task.id}] has form [{task.form}]: give an action, one of {allowed}"
+        raise _task_error(task, message, "action")
     if action not in task.actions:
-        raise UsageError(
+        raise _task_error(
+            task,
             f"task [{task.id}]: action [{action}] is not allowed by form [{task.form}]"
-            + (suggest(action, task.actions) or f" (allowed: {allowed})")
+            + (suggest(action, task.actions) or f" (allowed: {allowed})"),
+            "action",
         )
     return action
 
@@ -361,14 +366,18 @@ def _check_fields(task: Task, data: Mapping[str, Any]) -> None:
     if not extra:
         return
     if not task.form:
-        raise UsageError(
+        raise _task_error(
+            task,
             f"task [{task.id}] has no form, so completing it writes no fields; "
-            f"got [{', '.join(extra)}]"
+            f"got [{', '.join(extra)}]",
+            extra[0],
         )
     listed = ", ".join(task.fields) or "none"
-    raise UsageError(
+    raise _task_error(
+        task,
         f"task [{task.id}]: field [{extra[0]}] is not in form [{task.form}]"
-        + (suggest(extra[0], task.fields) or f" (its fields: {listed})")
+        + (suggest(extra[0], task.fields) or f" (its fields: {listed})"),
+        extra[0],
     )
 
 

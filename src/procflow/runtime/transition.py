@@ -11,8 +11,6 @@ from typing import Any
 
 from procflow.store.rows import HistoryRow, RunRow, TokenRow
 
-ENDED = ("completed", "cancelled", "aborted")
-
 
 @dataclass(slots=True)
 class OutboxMessage:
@@ -48,7 +46,7 @@ class Transition:
     outbox: list[OutboxMessage] = field(default_factory=list)
     scope_ops: list[tuple[str, str, int, Any]] = field(default_factory=list)  # flow loop rows
     # Tokens parked on the outside world: (token, kind 'event'|'record', type, keys); the wait
-    # row is written with the token (runtime.md, "Events and correlation").
+    # row is written with the token (docs/runtime.md, "Events and wait_for").
     waits: list[tuple[TokenRow, str, str, str]] = field(default_factory=list)
     # New event waits with a lookback window: (token, type, keys, accepted since); resolved in
     # the commit, where an earlier matching event still undelivered to the run satisfies them.

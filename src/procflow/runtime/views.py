@@ -1,4 +1,5 @@
-"""What runs look like from outside: the stable JSON shapes of interfaces.md, and summaries."""
+"""What runs look like from outside: the stable JSON shapes of docs/reference/cli.md, and
+summaries."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 from procflow.errors import NotFoundError
 from procflow.runtime.clock import iso
+from procflow.states import TokenState
 from procflow.store.rows import HistoryRow, RunRow, TokenRow
 from procflow.store.store import Tx
 
@@ -13,7 +15,7 @@ _TIME_KEYS = ("due", "timeout_at")
 
 
 def waiting_for(token: TokenRow) -> dict[str, Any] | None:
-    if token.state != "waiting" or token.wait is None:
+    if token.state != TokenState.WAITING or token.wait is None:
         return None
     out = dict(token.wait)
     for key in _TIME_KEYS:
@@ -66,7 +68,7 @@ def run_json(
 ) -> dict[str, Any]:
     run = tx.run(run_id)
     if run is None:
-        raise NotFoundError(f"no run with id [{run_id}]")
+        raise NotFoundError.run(run_id)
     stored = tx.vars(run_id)
     history = tx.history(run_id)
     if history_limit is not None:

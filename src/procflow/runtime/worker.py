@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import gc
+import logging
 import signal
 import threading
 from types import FrameType
 
 from procflow.runtime.engine import Engine
+
+log = logging.getLogger("procflow.worker")
 
 
 def tune_gc() -> None:
@@ -45,6 +48,8 @@ def run_worker(
         ]
         beats = [e.heartbeat(stop) for e in engines]
         tune_gc()
+        for e in engines:
+            log.info("worker started", extra={"worker": e.lease_owner})
 
         def loop(engine: Engine) -> None:
             totals.append(engine.work(until_idle=until_idle, stop=stop))
@@ -60,6 +65,7 @@ def run_worker(
             b.join(timeout=1)
         for e in engines:
             e.close()
+        log.info("worker stopped after %d transitions", sum(totals))
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

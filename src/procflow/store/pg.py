@@ -1,15 +1,16 @@
-"""PostgreSQL through psycopg 3, behind the same surface the SQLite connection offers the store.
+"""PostgreSQL through psycopg 3: several worker processes on several machines share one store.
 
-The store's queries are written once with ``?`` placeholders; this adapter translates them to
-psycopg's ``%s`` (cached per statement text), so :class:`procflow.store.store.Tx` is one code path
-for both dialects. Connections come from a process-wide pool per URL (several worker threads, the
-heartbeat and CLI calls share it). Only claiming differs in SQL (``FOR UPDATE SKIP LOCKED``), and
-idle workers wait on ``LISTEN`` instead of polling.
+The store's queries are written once with ``?`` placeholders; :class:`PgConnection` translates
+them to psycopg's ``%s`` (cached per statement text) behind the subset of ``sqlite3.Connection``
+the store uses. Connections come from a process-wide pool per URL (several worker threads, the
+heartbeat and CLI calls share it). Claimers lock with ``FOR UPDATE SKIP LOCKED``, batches go as
+one statement over unnested arrays, and idle workers wait on ``LISTEN`` instead of polling.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
@@ -17,7 +18,14 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from procflow.store.backend import schema_script
+from procflow.store.url import Dialect, StoreUrl
+
+__all__ = ["WAKEUP_CHANNEL", "Listener", "PgConnection", "PostgresBackend", "is_conflict", "pool"]
+
 WAKEUP_CHANNEL = "procflow_wakeup"
+_WAIT_SLICE = 0.2  # seconds: how soon a listening worker notices a stop request
+_CONFLICTS = ("40P01", "40001")  # deadlock_detected, serialization_failure
 _pools: dict[str, ConnectionPool[psycopg.Connection[Any]]] = {}
 _pools_lock = threading.Lock()
 
@@ -35,15 +43,24 @@ def translate_binary(sql: str) -> str:
 
 
 def pool(url: str) -> ConnectionPool[psycopg.Connection[Any]]:
+    """The process-wide pool of ``url`` (keyed by the URL as given, connecting to its conninfo)."""
     with _pools_lock:
         found = _pools.get(url)
         if found is None:
             found = ConnectionPool(
-                url, min_size=1, max_size=32, kwargs={"autocommit": True}, open=True,
-                name="procflow",
+                StoreUrl.parse(url).conninfo, min_size=1, max_size=32,
+                kwargs={"autocommit": True}, open=True, name="procflow",
             )  # fmt: skip
             _pools[url] = found
         return found
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """Whether ``exc`` is PostgreSQL breaking a deadlock or a serialisation conflict."""
+    sqlstate = getattr(getattr(exc, "diag", None), "sqlstate", None) or getattr(
+        exc, "sqlstate", None
+    )
+    return sqlstate in _CONFLICTS
 
 
 class PgConnection:
@@ -82,7 +99,7 @@ class Listener:
     """A dedicated connection that LISTENs, so an idle worker sleeps until woken."""
 
     def __init__(self, url: str) -> None:
-        self.conn = psycopg.connect(url, autocommit=True)
+        self.conn = psycopg.connect(StoreUrl.parse(url).conninfo, autocommit=True)
         self.conn.execute(f"LISTEN {WAKEUP_CHANNEL}")
 
     def wait(self, timeout: float) -> bool:
@@ -97,3 +114,81 @@ class Listener:
 
     def close(self) -> None:
         self.conn.close()
+
+
+class PostgresBackend:
+    """A PostgreSQL database opened for the store (see :class:`procflow.store.backend.Backend`)."""
+
+    dialect: Dialect = "postgresql"
+    begin = "BEGIN"
+    for_update = " FOR UPDATE"
+    skip_locked = " FOR UPDATE SKIP LOCKED"
+    # NOTIFY wakes idle workers at once; the poll only bounds the damage of a lost wake-up.
+    idle_poll_seconds = 5.0
+
+    def __init__(self, url: StoreUrl) -> None:
+        self.url = url
+        self.conn: Any = PgConnection(url.url)
+        self._listener: Listener | None = None
+
+    def batch(
+        self,
+        row_sql: str,
+        array_sql: str,
+        rows: Sequence[Sequence[Any]],
+        tail: Sequence[Any] = (),
+    ) -> int:
+        # One statement for the whole batch (arrays unnested), not one round trip per row.
+        if not rows:
+            return 0
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        return int(self.conn.execute_binary(array_sql, (*columns, *tail)).rowcount)
+
+    def advisory_lock(self, key: str, *, wide: bool = False) -> None:
+        if wide:
+            self.conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (key,))
+        else:
+            self.conn.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (key,))
+
+    def notify(self) -> None:
+        self.conn.execute(f"SELECT pg_notify('{WAKEUP_CHANNEL}', '')")
+
+    def is_conflict(self, exc: BaseException) -> bool:
+        return is_conflict(exc)
+
+    def table_exists(self, name: str) -> bool:
+        # A catalog query, not to_regclass(): that reads the backend's name cache, which still
+        # says "no such table" after another session's schema commit seen mid-transaction.
+        row = self.conn.execute(
+            "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = current_schema() "
+            "AND tablename = ?",
+            (name,),
+        ).fetchone()
+        return row is not None
+
+    def run_schema_script(self, version: int) -> None:
+        self.conn.executescript(schema_script(self.dialect, version))
+
+    def wait_for_wakeup(self, seconds: float, stop: threading.Event | None) -> bool:
+        if self._listener is None:
+            # Listen first, then let the caller look for work again before it sleeps: a
+            # notification sent meanwhile is then either seen by that look or queued here.
+            self._listener = Listener(self.url.url)
+            return False
+        deadline = time.monotonic() + seconds
+        while stop is None or not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            # In slices, so a stop request is noticed within one; a notification ends it at once.
+            if self._listener.wait(min(_WAIT_SLICE, left)):
+                return True
+        return False
+
+    def close(self) -> None:
+        try:
+            if self._listener is not None:
+                self._listener.close()
+                self._listener = None
+        finally:
+            self.conn.close()

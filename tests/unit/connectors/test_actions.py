@@ -11,25 +11,22 @@ from typing import Any
 
 import pytest
 
-from procflow.connectors.actions import (
-    ATTEMPT_TIMEOUT,
+from procflow.connectors.builtin import log as log_connector
+from procflow.errors import (
     ActionResultError,
     ActionTimeout,
     ConnectorConfigError,
+    ConnectorError,
     ConnectorLoadError,
-    call_action,
-    check_args,
-    load_action,
-    resolve_config,
+    NonRetryableError,
 )
-from procflow.connectors.builtin import log as log_connector
-from procflow.connectors.registry import ConnectorRegistry
-from procflow.errors import NonRetryableError
 from procflow.model.ir import ActionSpec, ConfigItem, ConnectorManifest, SchemaField, SchemaType
+from procflow.model.registry import ConnectorRegistry
+from procflow.runtime.actions import call_action, check_args, load_action, resolve_config
 from procflow.runtime.context import StepContext, StepLog, step_logger
 
 
-def make_ctx(step: str = "notify") -> tuple[StepContext, StepLog]:
+def make_ctx(step: str = "notify", timeout: float | None = None) -> tuple[StepContext, StepLog]:
     log, lines = step_logger("run-1", step)
     ctx = StepContext(
         run_id="run-1",
@@ -38,6 +35,7 @@ def make_ctx(step: str = "notify") -> tuple[StepContext, StepLog]:
         idempotency_key="run-1:notify:1",
         project_dir=".",
         log=log,
+        timeout=timeout,
     )
     return ctx, lines
 
@@ -79,8 +77,10 @@ def test_config_env_default_and_secret_values() -> None:
 
 def test_config_missing_required_names_the_env_variable() -> None:
     m = manifest(config={"token": ConfigItem("token", env="CRM_TOKEN", required=True)})
-    with pytest.raises(ConnectorConfigError, match=r"config \[token\].*CRM_TOKEN"):
+    with pytest.raises(ConnectorConfigError, match=r"config \[token\].*CRM_TOKEN") as info:
         resolve_config(m, {})
+    assert (info.value.connector, info.value.item, info.value.env) == ("crm", "token", "CRM_TOKEN")
+    assert isinstance(info.value, ConnectorError)
     with pytest.raises(ConnectorConfigError, match="CRM_TOKEN"):
         resolve_config(m, {"CRM_TOKEN": ""})
 
@@ -185,11 +185,12 @@ def test_load_project_connector_from_its_namespace(tmp_path: Path) -> None:
     assert fn.__module__.startswith("procflow_project_")
     assert fn.__module__.endswith(".connectors.crm")
     ctx, _ = make_ctx()
-    assert call_action(fn, ctx, {"text": "hi"}, None) == {"echo": "hi", "key": "run-1:notify:1"}
+    assert call_action(fn, ctx, {"text": "hi"}) == {"echo": "hi", "key": "run-1:notify:1"}
     with pytest.raises(ConnectorLoadError, match=r"missing"):
         load_action(m, "missing", str(tmp_path))
-    with pytest.raises(ConnectorLoadError, match=r"declares no action \[nope\]"):
+    with pytest.raises(ConnectorLoadError, match=r"declares no action \[nope\]") as info:
         load_action(m, "nope", str(tmp_path))
+    assert (info.value.connector, info.value.action) == ("crm", "nope")
 
 
 def test_load_entrypoint_module_and_missing_function() -> None:
@@ -199,6 +200,18 @@ def test_load_entrypoint_module_and_missing_function() -> None:
     broken = manifest(source="entrypoint", module="procflow_no_such_module_xyz")
     with pytest.raises(ConnectorLoadError, match="cannot import"):
         load_action(broken, "post", ".")
+    nameless = manifest(source="entrypoint")
+    with pytest.raises(ConnectorLoadError, match=r"^action \[crm\.post\]: the connector names no"):
+        load_action(nameless, "post", ".")
+    not_callable = ConnectorManifest(
+        name="crm",
+        source="entrypoint",
+        actions={"METHODS": ActionSpec("METHODS", {})},  # a tuple in that module
+        module="procflow.connectors.builtin.http",
+    )
+    with pytest.raises(ConnectorLoadError, match=r"\[METHODS\] is not a function") as info:
+        load_action(not_callable, "METHODS", ".")
+    assert (info.value.connector, info.value.action) == ("crm", "METHODS")
 
 
 # --- calling ---------------------------------------------------------------------------------
@@ -213,7 +226,7 @@ def test_sync_action_gets_ctx_and_args() -> None:
 
     ctx, _ = make_ctx()
     ctx.config = {"token": "secret-value"}
-    assert call_action(post, ctx, {"text": "hi", "n": 2}, None) == {
+    assert call_action(post, ctx, {"text": "hi", "n": 2}) == {
         "text": "hi",
         "n": 2,
         "nested": {"a": [1, 2.5, None, True]},
@@ -226,10 +239,10 @@ def test_sync_action_gets_ctx_and_args() -> None:
 def test_async_action(timeout: float | None) -> None:
     async def post(ctx: StepContext, text: str) -> dict[str, Any]:
         await asyncio.sleep(0)
-        return {"text": text.upper(), "attempt": ctx.attempt, "timeout": ATTEMPT_TIMEOUT.get()}
+        return {"text": text.upper(), "attempt": ctx.attempt, "timeout": ctx.timeout}
 
-    ctx, _ = make_ctx()
-    assert call_action(post, ctx, {"text": "hi"}, timeout) == {
+    ctx, _ = make_ctx(timeout=timeout)
+    assert call_action(post, ctx, {"text": "hi"}) == {
         "text": "HI",
         "attempt": 1,
         "timeout": timeout,
@@ -238,8 +251,9 @@ def test_async_action(timeout: float | None) -> None:
 
 def test_none_result_is_empty_mapping() -> None:
     ctx, _ = make_ctx()
-    assert call_action(lambda ctx: None, ctx, {}, None) == {}
-    assert call_action(lambda ctx: None, ctx, {}, 1.0) == {}
+    assert call_action(lambda ctx: None, ctx, {}) == {}
+    ctx.timeout = 1.0
+    assert call_action(lambda ctx: None, ctx, {}) == {}
 
 
 @pytest.mark.parametrize(
@@ -255,8 +269,9 @@ def test_none_result_is_empty_mapping() -> None:
 )
 def test_non_json_results_are_errors_naming_the_type(result: Any, message: str) -> None:
     ctx, _ = make_ctx()
-    with pytest.raises(ActionResultError, match=message):
-        call_action(lambda ctx: result, ctx, {}, None)
+    with pytest.raises(ActionResultError, match=message) as info:
+        call_action(lambda ctx: result, ctx, {})
+    assert info.value.step == "notify"
 
 
 def test_timeout_stops_waiting_and_discards_late_result() -> None:
@@ -268,10 +283,11 @@ def test_timeout_stops_waiting_and_discards_late_result() -> None:
         finished.set()
         return {"late": True}
 
-    ctx, _ = make_ctx()
+    ctx, _ = make_ctx(timeout=0.2)
     started = time.monotonic()
-    with pytest.raises(ActionTimeout, match=r"the attempt ran longer than 0\.2s"):
-        call_action(slow, ctx, {}, 0.2)
+    with pytest.raises(ActionTimeout, match=r"the attempt ran longer than 0\.2s") as info:
+        call_action(slow, ctx, {})
+    assert (info.value.seconds, info.value.step) == (0.2, "notify")
     assert time.monotonic() - started < 2
     release.set()
     assert finished.wait(5)
@@ -281,9 +297,9 @@ def test_timeout_message_whole_seconds() -> None:
     def slow(ctx: StepContext) -> None:
         time.sleep(0.3)
 
-    ctx, _ = make_ctx()
+    ctx, _ = make_ctx(timeout=0.05)
     with pytest.raises(ActionTimeout) as info:
-        call_action(slow, ctx, {}, 0.05)
+        call_action(slow, ctx, {})
     assert str(info.value) == "the attempt ran longer than 0.05s"
     assert f"{30.0:g}s" == "30s"
 
@@ -292,9 +308,9 @@ def test_async_timeout() -> None:
     async def slow(ctx: StepContext) -> None:
         await asyncio.sleep(2)
 
-    ctx, _ = make_ctx()
+    ctx, _ = make_ctx(timeout=0.1)
     with pytest.raises(ActionTimeout):
-        call_action(slow, ctx, {}, 0.1)
+        call_action(slow, ctx, {})
 
 
 @pytest.mark.parametrize("timeout", [None, 5.0])
@@ -308,13 +324,13 @@ def test_exceptions_pass_through(timeout: float | None) -> None:
     async def afails(ctx: StepContext) -> None:
         raise NonRetryableError("async closed")
 
-    ctx, _ = make_ctx()
+    ctx, _ = make_ctx(timeout=timeout)
     with pytest.raises(NonRetryableError, match="account closed"):
-        call_action(fails, ctx, {}, timeout)
+        call_action(fails, ctx, {})
     with pytest.raises(ValueError, match="boom"):
-        call_action(boom, ctx, {}, timeout)
+        call_action(boom, ctx, {})
     with pytest.raises(NonRetryableError, match="async closed"):
-        call_action(afails, ctx, {}, timeout)
+        call_action(afails, ctx, {})
 
 
 # --- log.write -------------------------------------------------------------------------------
@@ -324,10 +340,10 @@ def test_log_write_goes_to_step_log() -> None:
     m = ConnectorRegistry(".").get("log")
     assert m is not None
     fn = load_action(m, "write", ".")
-    ctx, lines = make_ctx()
+    ctx, lines = make_ctx(timeout=1.0)
     args = {"message": "100% done for %s"}
     check_args(m, "write", args)
-    assert call_action(fn, ctx, args, 1.0) == {}
+    assert call_action(fn, ctx, args) == {}
     assert lines.lines == [("info", "100% done for %s")]
     with pytest.raises(NonRetryableError, match=r"arg \[message\]"):
         check_args(m, "write", {"message": 5})

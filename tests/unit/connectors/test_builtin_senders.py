@@ -6,14 +6,13 @@ from typing import Any
 
 import pytest
 
-from procflow.connectors.actions import call_action, load_action, resolve_config
 from procflow.connectors.builtin import email as email_connector
 from procflow.connectors.builtin import slack as slack_connector
 from procflow.connectors.builtin.email import SmtpTarget, parse_smtp_url
-from procflow.connectors.registry import ConnectorRegistry
 from procflow.errors import NonRetryableError
-from procflow.runtime.context import StepContext, step_logger
-from procflow.runtime.transition import OutboxMessage
+from procflow.model.registry import ConnectorRegistry
+from procflow.runtime.actions import call_action, load_action, resolve_config
+from procflow.runtime.context import KeptMessage, StepContext, step_logger
 
 
 def make_ctx(key: str = "run-1/notify", config: dict[str, Any] | None = None) -> StepContext:
@@ -44,7 +43,7 @@ def test_slack_outbox_mode_keeps_the_message_and_mints_ids() -> None:
     assert result["channel"] == "#sales-ops"
     assert result["ts"].startswith("outbox-")
     assert len(result["ts"]) == len("outbox-") + 16
-    assert ctx.outbox == [OutboxMessage("slack", "#sales-ops", None, "Approve Acme?", "notify")]
+    assert ctx.outbox == [KeptMessage("slack", "#sales-ops", None, "Approve Acme?")]
     assert ctx.sent == []
 
 
@@ -63,7 +62,7 @@ def test_slack_outbox_mode_through_the_action_loader() -> None:
     fn = load_action(manifest, "post", ".")
     ctx = make_ctx(config=resolve_config(manifest, {"SLACK_BASE_URL": "http://127.0.0.1:9"}))
     args = {"channel": "C123", "text": "hi", "blocks": [{"type": "divider"}], "thread_ts": "1.2"}
-    result = call_action(fn, ctx, args, None)
+    result = call_action(fn, ctx, args)
     assert result == {"ts": slack_connector.outbox_ts("run-1/notify"), "channel": "C123"}
     assert [(m.channel, m.recipient, m.body) for m in ctx.outbox] == [("slack", "C123", "hi")]
 
@@ -83,7 +82,7 @@ def test_email_outbox_mode_keeps_the_message_and_mints_an_id() -> None:
     result = email_connector.send(ctx, to="ada@acme.test", subject="Welcome", body="Hello Ada")
     assert result["id"].startswith("<outbox-")
     assert result["id"].endswith("@procflow>")
-    assert ctx.outbox == [OutboxMessage("email", "ada@acme.test", "Welcome", "Hello Ada", "notify")]
+    assert ctx.outbox == [KeptMessage("email", "ada@acme.test", "Welcome", "Hello Ada")]
     assert ctx.sent == []
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from procflow.errors import DurationError, ExprError, ExprSyntaxError
+from procflow.errors import DurationError, ExprError, ExprEvalError, ExprSyntaxError
 from procflow.expr import (
     ANY,
     FILTERS,
@@ -20,6 +20,7 @@ from procflow.expr import (
     compile_value,
     evaluate,
     format_duration,
+    kind_of,
     parse,
     parse_duration,
     parse_placeholders,
@@ -223,6 +224,26 @@ def test_evaluate_raises_only_expr_errors(text: str, env: dict[str, Any]) -> Non
         return
     with contextlib.suppress(ExprError):
         render_text(value)
+
+
+def _family(value: Any) -> str:
+    kind = kind_of(value)
+    return "number" if kind == "integer" else kind
+
+
+@FAST
+@given(_json_values(), _json_values(), st.sampled_from(["==", "!="]))
+def test_equality_compares_one_kind_and_refuses_two(a: Any, b: Any, op: str) -> None:
+    """``==``/``!=`` give a boolean for values of one kind (or null), an error naming both kinds
+    otherwise; integers and numbers are one kind."""
+    try:
+        result = evaluate(parse(f"a {op} b"), {"a": a, "b": b}, CTX)
+    except ExprEvalError as exc:
+        assert None not in (a, b) and _family(a) != _family(b)
+        assert f"cannot compare {kind_of(a)} with {kind_of(b)}" in exc.message
+        return
+    assert isinstance(result, bool)
+    assert None in (a, b) or _family(a) == _family(b)
 
 
 @FAST

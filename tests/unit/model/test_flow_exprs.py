@@ -174,6 +174,54 @@ def test_names(tmp_path: Path, text: str, expected: list[str]) -> None:
     run_cases(tmp_path, text, expected)
 
 
+# Comparing values of different kinds fails when it runs; where both kinds are known statically
+# (literals, declared input types, declared result fields, functions) validation says so.
+KIND_HEAD = (
+    "flow: t\ninputs:\n  due: { type: timestamp }\n  n: { type: integer }\n"
+    "  deal: { type: object }\nsteps:\n"
+)
+KIND_CASES = [
+    case(
+        "two literals of different kinds",
+        KIND_HEAD + "  - a: { set: { x: 1 }, if: \"{{ 'a' == 1 }}\" }\n",
+        F + "7:37: error: step [a]: if: [==] cannot compare string with integer",
+    ),
+    case(
+        "now() and a string",
+        KIND_HEAD + "  - a: { set: { x: 1 }, if: \"{{ now() == '2027-01-01T00:00:00Z' }}\" }\n",
+        F + "7:39: error: step [a]: if: [==] cannot compare timestamp with string; "
+        "timestamp(text) reads ISO-8601 text as a timestamp",
+    ),
+    case(
+        "a timestamp input and a string",
+        KIND_HEAD + "  - a: { set: { x: \"{{ due != '2027-01-01' }}\" } }\n",
+        F + "7:28: error: step [a]: set.x: [!=] cannot compare timestamp with string",
+    ),
+    case(
+        "an integer input and a string, in a template",
+        KIND_HEAD + "  - a: { log.write: { message: \"n is {{ n == 'three' }}\" } }\n",
+        F + "7:43: error: step [a]: log.write.message: [==] cannot compare integer with string",
+    ),
+    case(
+        "a declared result field and a string",
+        KIND_HEAD + "  - r: { http.request: { url: 'https://x' } }\n"
+        "  - a: { set: { x: 1 }, if: \"{{ r.status == '200' }}\" }\n",
+        F + "8:42: error: step [a]: if: [==] cannot compare integer with string",
+    ),
+    case(
+        "the same kinds, null and unknown kinds are not judged",
+        KIND_HEAD + "  - r: { http.request: { url: 'https://x' } }\n"
+        '  - a: { set: { x: 1 }, if: "{{ r.status == 200.0 and due != null and deal.x == 1 '
+        'and n < 2.5 and due < now() }}" }\n',
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), KIND_CASES)
+def test_comparisons_of_known_kinds(tmp_path: Path, text: str, expected: list[str]) -> None:
+    run_cases(tmp_path, text, expected)
+
+
 SYNTAX_CASES = [
     case(
         "single-quoted scalar: column after the quote",
@@ -303,7 +351,7 @@ def test_ir_of_the_seed_constructs(tmp_path: Path) -> None:
       timeout: 24h
       lookback: 1h
   - indexed:
-      repeat: { every: 30s, max: 20, until: "{{ check.status == 'ok' }}" }
+      repeat: { every: 30s, max: 20, until: "{{ check.status == 200 }}" }
       steps:
         - check: { http.request: { url: "https://x/{{ deal.id }}" } }
 """,

@@ -60,7 +60,7 @@ def entity(*fields: str, relations: Sequence[str] = (), extra: str = "") -> str:
 SEEDS = "seeds:\n  - { name: s, entity: Status, rows: [ { id: 1, name: Open }, { id: 2, name: Done } ] }\n"
 
 
-# the keys of the wider Intent File Specification that intent.md lists as "not run by procflow"
+# the keys of the wider Intent File Specification that docs/reference/intent.md lists as "not run"
 NOT_RUN_TOP = [
     "reports",
     "permissions",

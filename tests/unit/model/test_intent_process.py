@@ -194,6 +194,14 @@ VALID = [
     ),
     case("business-key", process(OK, head="    trigger: { onCreate: Order, businessKey: note }\n")),
     case(
+        "decision-comparisons-of-one-kind",
+        process(
+            "{ name: d, kind: decision, args: { if: \"validUntil == '2027-01-01' and total == 1 "
+            'and note != null and qty < 2.5 and customer == 3 and urgent != false", then: end } }',
+            OK,
+        ),
+    ),
+    case(
         "decision-one-hop-and-action",
         process(
             "{ name: review, kind: userTask, args: { assignee: manager, form: Approve } }",
@@ -937,6 +945,11 @@ DECISION = [
         "step [d]: if [note] reads a string value, not a condition",
     ),
     case(
+        "decision-not-a-condition-integer-field",
+        process("{ name: d, kind: decision, args: { if: qty, then: end } }", OK),
+        "step [d]: if [qty] reads an integer value, not a condition",
+    ),
+    case(
         "decision-not-a-condition-constant",
         process("{ name: d, kind: decision, args: { if: '5', then: end } }", OK),
         "step [d]: if [5] is a constant, not a condition",
@@ -1314,6 +1327,149 @@ USER_TASK = [
     ),
 ]
 
+# One pass: a route that names no step does not hide the routing problems of the routes that do
+# resolve; a problem that a broken route might explain (an unreachable step, an {error} with no
+# onError route) is withheld rather than guessed.
+ONE_PASS = [
+    case(
+        "onError-typo-and-error-value-reached-without-failure",
+        process(
+            svc("a", "delegate: Ok, onError: fial"),
+            svc("fail", 'setField: note, value: "{error}"'),
+        ),
+        f"t.intent:45:70: error: process [P] step [a]: onError [fial] is not a step of this process; did you mean [fail]? ({P}.steps[0].args.onError)",
+        "t.intent:46:73: error: process [P] step [fail]: {error} would be empty here: it is reached without a failure: a → fail;",
+        f"through an onError route ({P}.steps[1].args.value)",
+    ),
+    case(
+        "onError-typo-withholds-what-it-may-explain",
+        process(
+            svc("a", "delegate: Ok, onError: fial, next: end"),
+            svc("fail", 'setField: note, value: "{error}"'),
+        ),
+        "step [a]: onError [fial] is not a step of this process; did you mean [fail]?",
+    ),
+    case(
+        "next-typo-on-an-unreached-step-keeps-the-warning",
+        process(svc("a", "delegate: Ok, next: end"), svc("b", "delegate: Ok, next: nope")),
+        f"t.intent:46:67: error: process [P] step [b]: next [nope] is not a step of this process ({P}.steps[1].args.next)",
+        f"t.intent:46:9: warning: process [P] step [b]: no route reaches this step, so it never runs ({P}.steps[1])",
+    ),
+    case(
+        "next-typo-does-not-fall-through",
+        process(
+            svc("a", "delegate: Ok, onError: fail, next: nope"),
+            svc("fail", 'setField: note, value: "{error}"'),
+        ),
+        "step [a]: next [nope] is not a step of this process",
+    ),
+    case(
+        "unknown-kind-and-error-value-reached-without-failure",
+        process(
+            svc("a", "delegate: Ok, onError: fail"),
+            svc("fail", 'setField: note, value: "{error}", next: end'),
+            "{ name: z, kind: bogus }",
+        ),
+        "step [z]: kind [bogus] is not a step kind",
+        "step [fail]: {error} would be empty here: it is reached without a failure: a → fail",
+        f"t.intent:47:9: warning: process [P] step [z]: no route reaches this step, so it never runs ({P}.steps[2])",
+    ),
+    case(
+        "decision-without-then-and-error-value-reached-without-failure",
+        process(
+            "{ name: d, kind: decision, args: { if: urgent } }",
+            svc("fail", 'setField: note, value: "{error}"'),
+        ),
+        "step [d]: missing required key [then]",
+        "step [fail]: {error} would be empty here: it is reached without a failure: d → fail",
+    ),
+    case(
+        "timeout-without-then-and-action-read-without-user-task",
+        process(
+            "{ name: d, kind: decision, args: { if: \"action == 'ok'\", then: t } }",
+            "{ name: t, kind: userTask, args: { assignee: x, timeout: { after: P1D } } }",
+        ),
+        "step [t]: missing required key [then]",
+        "step [d]: [action] would be empty here: no userTask is completed before this step on the path d",
+    ),
+    case(
+        "duplicate-step-and-error-value-reached-without-failure",
+        process(
+            svc("a", "delegate: Ok, onError: f"),
+            svc("f", 'setField: note, value: "{error}", next: end'),
+            svc("a", "delegate: Ok, next: end"),
+        ),
+        "step [a]: step name [a] is used twice (first at line 45)",
+        "step [f]: {error} would be empty here: it is reached without a failure: a → f",
+        f"t.intent:47:9: warning: process [P] step [a]: no route reaches this step, so it never runs ({P}.steps[2])",
+    ),
+    case(
+        "route-to-a-duplicate-name-withholds-what-it-may-explain",
+        process(
+            svc("a", "delegate: Ok, next: b"),
+            svc("b", "delegate: Ok, next: end"),
+            svc("b", "delegate: Ok, next: end"),
+        ),
+        "step [b]: step name [b] is used twice (first at line 46)",
+    ),
+    case(
+        "abortOn-then-typo-and-cleanup-reached-elsewhere",
+        process(
+            svc("a", "delegate: Ok, onError: fail"),
+            svc("fail", 'setField: note, value: "{error}", next: end'),
+            svc("cleanup", "setField: note, value: void"),
+            head="    trigger: { onCreate: Order }\n    abortOn: { status: 3, then: clenup }\n",
+        ),
+        "process [P] abortOn: then [clenup] is not a step of this process; did you mean [cleanup]?",
+        "step [fail]: {error} would be empty here: it is reached without a failure: a → fail",
+    ),
+]
+
+# A condition comparing values of different kinds fails when it runs; where a field's type or a
+# literal makes both kinds known, validation says so at the operator.
+KINDS = [
+    case(
+        "decision-integer-field-with-text",
+        process("{ name: d, kind: decision, args: { if: \"qty == 'many'\", then: end } }", OK),
+        f"t.intent:45:53: error: process [P] step [d]: if [qty == 'many']: [==] cannot compare integer with string ({P}.steps[0].args.if)",
+    ),
+    case(
+        "decision-two-literals",
+        process("{ name: d, kind: decision, args: { if: \"'a' != 1\", then: end } }", OK),
+        "step [d]: if ['a' != 1]: [!=] cannot compare string with integer",
+    ),
+    case(
+        "decision-status-relation-with-a-name",
+        process(
+            "{ name: d, kind: decision, args: { if: \"Status == 'Approved'\", then: end } }", OK
+        ),
+        "step [d]: if [Status == 'Approved']: [==] cannot compare integer with string",
+    ),
+    case(
+        "decision-one-hop-number-with-text",
+        process(
+            "{ name: d, kind: decision, args: { if: \"customer.creditLimit > '5'\", then: end } }",
+            OK,
+        ),
+        "step [d]: if [customer.creditLimit > '5']: [>] cannot compare number with string",
+    ),
+    case(
+        "decision-action-with-a-number",
+        process(
+            "{ name: t, kind: userTask, args: { assignee: x, form: Approve } }",
+            "{ name: d, kind: decision, args: { if: 'action == 1', then: end } }",
+        ),
+        "step [d]: if [action == 1]: [==] cannot compare string with integer",
+    ),
+    case(
+        "wait-when-boolean-field-with-text",
+        process(
+            "{ name: w, kind: wait, args: { onCreate: OrderMessage, via: order, when: \"internal == 'yes'\" } }"
+        ),
+        "step [w]: when [internal == 'yes']: [==] cannot compare boolean with string",
+    ),
+]
+
 TABLES = {
     "resilience": RESILIENCE,
     "vars": VARS,
@@ -1327,6 +1483,8 @@ TABLES = {
     "delegate": DELEGATE,
     "notify": NOTIFY,
     "user_task": USER_TASK,
+    "one_pass": ONE_PASS,
+    "kinds": KINDS,
 }
 
 

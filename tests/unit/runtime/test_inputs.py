@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from procflow.errors import UsageError
+from procflow.errors import InputError, UsageError
 from procflow.model.ir import Flow
 from procflow.model.validate import load_text
-from procflow.runtime.inputs import InputError, check_inputs, cli_inputs, input_env
+from procflow.runtime.inputs import check_inputs, cli_inputs, input_env
 
 FLOW = """\
 flow: hire-onboarding

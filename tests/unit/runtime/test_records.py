@@ -12,11 +12,10 @@ from typing import Any, get_args
 
 import pytest
 
-from procflow.errors import UsageError
+from procflow.errors import RecordError, UsageError
 from procflow.model.ir import Application, Entity, Field, FieldType, Relation, Seed
 from procflow.model.source import UNKNOWN_POS
 from procflow.runtime.records import (
-    RecordError,
     coerce_value,
     new_record,
     patch_record,

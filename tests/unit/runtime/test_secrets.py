@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from procflow.errors import ProcflowError
-from procflow.runtime.secrets import Masker, SecretKeyError, VarCipher, VarValueError, load_cipher
+from procflow.errors import ProcflowError, SecretKeyError, VarValueError
+from procflow.runtime.secrets import Masker, VarCipher, load_cipher
 
 SECRET = "correct horse battery staple, 32+ chars"
 OTHER = "another secret key that is long enough!!"

@@ -1,9 +1,10 @@
 """The built-in ``email`` connector: ``email.send`` sends one plain-text message through SMTP.
 
-Without an ``smtp_url`` (``PROCFLOW_SMTP_URL``) it works in outbox mode (flow.md, "Connectors"):
-the message is kept in ``ctx.outbox`` (committed with the step, listed by ``procflow outbox
-list``) and the action returns a message id minted by procflow from the step's idempotency key,
-the same for every attempt of one step execution.
+It is also the sender of an intent's ``notify``: procflow's mail has one send path. Without an
+``smtp_url`` (``PROCFLOW_SMTP_URL``) it works in outbox mode: the message is kept in
+``ctx.outbox`` (committed with the step, listed by ``procflow outbox list``) and the action
+returns a message id minted by procflow from the step's idempotency key, the same for every
+attempt of one step execution.
 
 Configured (``smtp://[user:password@]host:port``, or ``smtps://`` for TLS from the first byte),
 it sends with :mod:`smtplib`. On ``smtp://`` with credentials, the connection is upgraded with
@@ -27,24 +28,14 @@ from email.utils import formatdate, getaddresses, parseaddr
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from procflow.connectors.actions import ATTEMPT_TIMEOUT
-from procflow.errors import NonRetryableError, ProcflowError
-from procflow.runtime.context import StepContext
-from procflow.runtime.transition import OutboxMessage
+from procflow.errors import NonRetryableError, SmtpError, SmtpFatalError
+from procflow.runtime.context import KeptMessage, StepContext
 
 DEFAULT_FROM = "procflow@localhost"
 # The SMTP timeout when the step sets none (an unbounded conversation would hold the worker).
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_PORTS = {"smtp": 25, "smtps": 465}
 URL_FORM = "smtp://[user:password@]host:port (or smtps://)"
-
-
-class SmtpError(ProcflowError):
-    """The message could not be sent this time (network, a 4xx answer); ``retry`` applies."""
-
-
-class SmtpFatalError(NonRetryableError):
-    """The SMTP server refused the message for good (a 5xx answer); not retried."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +99,7 @@ def send(ctx: StepContext, to: str, subject: str, body: str) -> dict[str, Any]:
     ``{id}``, the Message-ID."""
     smtp_url = ctx.config.get("smtp_url")
     if not smtp_url:
-        ctx.outbox.append(OutboxMessage("email", to, subject, body, ctx.step))
+        ctx.outbox.append(KeptMessage("email", to, subject, body))
         return {"id": outbox_id(ctx.idempotency_key)}
 
     target = parse_smtp_url(str(smtp_url))
@@ -121,7 +112,8 @@ def send(ctx: StepContext, to: str, subject: str, body: str) -> dict[str, Any]:
     recipients = _recipients(to)
     mid = message_id(ctx.idempotency_key, domain=sender_addr.rsplit("@", 1)[1] or "procflow")
     msg = _message(sender, to, subject, body, mid)
-    refused = _deliver(target, sender_addr, recipients, msg, to)
+    seconds = DEFAULT_TIMEOUT if ctx.timeout is None else ctx.timeout
+    refused = _deliver(target, (sender_addr, recipients), msg, to, seconds)
     accepted = [r for r in recipients if r not in refused]
     for addr, (code, text) in refused.items():
         ctx.log.warning(
@@ -158,11 +150,15 @@ def _message(sender: str, to: str, subject: str, body: str, mid: str) -> EmailMe
 
 
 def _deliver(
-    target: SmtpTarget, sender: str, recipients: list[str], msg: EmailMessage, to: str
+    target: SmtpTarget,
+    envelope: tuple[str, list[str]],
+    msg: EmailMessage,
+    to: str,
+    seconds: float,
 ) -> dict[str, tuple[int, bytes]]:
-    """One SMTP conversation; returns the refused recipients (when some were accepted)."""
-    timeout = ATTEMPT_TIMEOUT.get()
-    seconds = DEFAULT_TIMEOUT if timeout is None else timeout
+    """One SMTP conversation (``envelope``: sender, recipients) within ``seconds`` per
+    operation; returns the refused recipients (when some were accepted)."""
+    sender, recipients = envelope
     where = f"email.send to [{to}] via {target.where}"
     secrets = [target.password] if target.password else []
     try:
@@ -192,8 +188,8 @@ def _deliver(
         )
         message = f"{where}: every recipient was refused ({_scrub(detail, secrets)})"
         if codes and all(code >= 500 for code in codes):
-            raise SmtpFatalError(message + " (not retried)") from None
-        raise SmtpError(message) from None
+            raise SmtpFatalError(message + " (not retried)", min(codes)) from None
+        raise SmtpError(message, min(codes) if codes else None) from None
     except smtplib.SMTPNotSupportedError:
         raise SmtpFatalError(
             f"{where}: the server does not support AUTH, but PROCFLOW_SMTP_URL has credentials"
@@ -207,12 +203,12 @@ def _deliver(
     return refused
 
 
-def _answered(where: str, exc: smtplib.SMTPResponseException, secrets: list[str]) -> ProcflowError:
+def _answered(where: str, exc: smtplib.SMTPResponseException, secrets: list[str]) -> SmtpError:
     text = _scrub(_text(exc.smtp_error), secrets)
     message = f"{where}: the server answered {exc.smtp_code} {text}"
     if exc.smtp_code >= 500:
-        return SmtpFatalError(message + " (not retried)")
-    return SmtpError(message)
+        return SmtpFatalError(message + " (not retried)", exc.smtp_code)
+    return SmtpError(message, exc.smtp_code)
 
 
 def _close(client: smtplib.SMTP) -> None:

@@ -1,5 +1,8 @@
 """The built-in ``http`` connector: ``http.request`` sends one request with httpx.
 
+A plugin like a project's own connector: it sees only its :class:`StepContext` (the request
+gives up with the attempt, ``ctx.timeout``).
+
 A status outside ``expect`` (default: any 2xx) raises :class:`HttpStatusError`, a failed attempt
 that ``retry`` applies to; arguments that can never work (a bad method or URL, both ``json`` and
 ``body``) raise :class:`~procflow.errors.NonRetryableError`.
@@ -12,26 +15,13 @@ from typing import Any
 
 import httpx
 
-from procflow.connectors.actions import ATTEMPT_TIMEOUT
-from procflow.errors import NonRetryableError, ProcflowError
+from procflow.errors import HttpRequestError, HttpStatusError, NonRetryableError
 from procflow.runtime.context import StepContext
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 # The request timeout when the step sets none (an unbounded request would hold the worker).
 DEFAULT_TIMEOUT = 60.0
 EXCERPT_CHARS = 200
-
-
-class HttpStatusError(ProcflowError):
-    """The response's status is not one of the accepted ones."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class HttpRequestError(ProcflowError):
-    """The request could not be sent or its response not received (network, timeout)."""
 
 
 def request(
@@ -52,10 +42,9 @@ def request(
         raise NonRetryableError("http.request: give json or body, not both")
     accepted = _expect(expect)
     sent_headers = _headers(headers)
-    timeout = ATTEMPT_TIMEOUT.get()
     try:
         with httpx.Client(
-            timeout=DEFAULT_TIMEOUT if timeout is None else timeout, follow_redirects=False
+            timeout=DEFAULT_TIMEOUT if ctx.timeout is None else ctx.timeout, follow_redirects=False
         ) as client:
             response = client.request(
                 verb,

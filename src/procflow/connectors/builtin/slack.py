@@ -1,7 +1,7 @@
 """The built-in ``slack`` connector: ``slack.post`` posts a message with ``chat.postMessage``.
 
-Without a ``token`` (``SLACK_TOKEN``) it works in outbox mode (flow.md, "Connectors"): the message
-is kept in ``ctx.outbox`` (committed with the step, listed by ``procflow outbox list``) and the
+Without a ``token`` (``SLACK_TOKEN``) it works in outbox mode: the message is kept in
+``ctx.outbox`` (committed with the step, listed by ``procflow outbox list``) and the
 action returns a ``ts`` minted by procflow from the step's idempotency key, so every attempt of
 the same step execution returns the same ids.
 
@@ -20,10 +20,8 @@ from typing import Any
 
 import httpx
 
-from procflow.connectors.actions import ATTEMPT_TIMEOUT
-from procflow.errors import NonRetryableError, ProcflowError
-from procflow.runtime.context import StepContext
-from procflow.runtime.transition import OutboxMessage
+from procflow.errors import NonRetryableError, SlackError, SlackFatalError
+from procflow.runtime.context import KeptMessage, StepContext
 
 DEFAULT_BASE_URL = "https://slack.com/api"
 # The request timeout when the step sets none (an unbounded request would hold the worker).
@@ -51,22 +49,6 @@ FATAL_ERRORS = frozenset(
 )
 
 
-class SlackError(ProcflowError):
-    """Slack refused or failed the call; trying again may work (``retry`` applies)."""
-
-    def __init__(self, message: str, error: str | None = None) -> None:
-        super().__init__(message)
-        self.error = error  # Slack's error code, when it gave one
-
-
-class SlackFatalError(NonRetryableError):
-    """Slack refused the call for a reason no retry can fix (``invalid_auth``, ...)."""
-
-    def __init__(self, message: str, error: str) -> None:
-        super().__init__(message)
-        self.error = error
-
-
 def outbox_ts(idempotency_key: str) -> str:
     """The ``ts`` minted for a message kept in the outbox: stable for one step execution."""
     return "outbox-" + hashlib.sha256(idempotency_key.encode("utf-8")).hexdigest()[:16]
@@ -82,7 +64,7 @@ def post(
     """Posts ``text`` (and ``blocks``) to ``channel``; returns ``{ts, channel}``."""
     token = ctx.config.get("token")
     if not token:
-        ctx.outbox.append(OutboxMessage("slack", channel, None, text, ctx.step))
+        ctx.outbox.append(KeptMessage("slack", channel, None, text))
         return {"ts": outbox_ts(ctx.idempotency_key), "channel": channel}
 
     base = str(ctx.config.get("base_url") or DEFAULT_BASE_URL).rstrip("/")
@@ -96,10 +78,9 @@ def post(
         payload["blocks"] = list(blocks)
     if thread_ts is not None:
         payload["thread_ts"] = thread_ts
-    timeout = ATTEMPT_TIMEOUT.get()
     try:
         with httpx.Client(
-            timeout=DEFAULT_TIMEOUT if timeout is None else timeout, follow_redirects=False
+            timeout=DEFAULT_TIMEOUT if ctx.timeout is None else ctx.timeout, follow_redirects=False
         ) as client:
             response = client.post(
                 url,

@@ -1,5 +1,9 @@
 """Finding connector manifests: project-local, installed packages, then the built-ins.
 
+What connectors and actions exist, with their args, results and config, is compile-time
+knowledge: flows are validated against it. Calling an action is the runtime's business
+(:mod:`procflow.runtime.actions`); the registry only names the module that implements it.
+
 Sources, first match wins:
 
 1. ``<project>/connectors/<name>/manifest.yaml`` (the Python package beside it is imported by the
@@ -7,7 +11,8 @@ Sources, first match wins:
 2. installed packages: an entry point in the group ``procflow.connectors`` whose *name* is the
    connector's name and whose *value* is an importable module (``acme_crm.connector``, no
    ``:attr``); the manifest is the ``manifest.yaml`` in that module's directory;
-3. the built-ins shipped in :mod:`procflow.connectors.builtin` (``<name>.yaml``).
+3. the built-ins shipped as package data beside their code in ``procflow.connectors.builtin``
+   (``<name>.yaml``, read with :mod:`importlib.resources`, without importing the plugin code).
 
 Manifests are read lazily, once per registry, so a broken connector the flow does not use costs
 nothing and reports nothing.
@@ -20,8 +25,8 @@ from functools import cache, cached_property
 from importlib import metadata, resources
 from pathlib import Path
 
-from procflow.connectors.manifest import load_manifest
 from procflow.model.ir import ConnectorManifest
+from procflow.model.manifest import load_manifest
 from procflow.model.source import Diagnostic, Diagnostics, Pos
 
 ENTRY_POINT_GROUP = "procflow.connectors"
@@ -30,6 +35,8 @@ MANIFEST = "manifest.yaml"
 
 
 class ConnectorRegistry:
+    """The connectors a project's flows can use, found by name (first source wins)."""
+
     def __init__(self, project_dir: str) -> None:
         self.project_dir = project_dir
         self._loaded: dict[str, ConnectorManifest | None] = {}
@@ -123,6 +130,15 @@ class ConnectorRegistry:
             directory=str(folder),
             module=ep.module,
         )
+
+
+def builtin_manifest(name: str) -> ConnectorManifest | None:
+    """The manifest of the built-in connector ``name`` whatever a project declares (procflow's
+    own mail, an intent's ``notify``, goes through the built-in ``email``); ``None`` when there
+    is no such built-in."""
+    if name not in _builtin_names():
+        return None
+    return _builtin(name)[0]
 
 
 # The built-ins are package data and never change while the process runs: read each once per

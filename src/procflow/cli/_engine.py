@@ -1,0 +1,199 @@
+"""The CLI's one door to the runtime and the store: every command reaches them through here.
+
+The runtime is imported inside each function, not at the top: `validate`, `graph`, `schema` and
+`--help` never touch a store, and importing the runtime (store drivers, connectors) would more
+than double their start-up time. Keeping the imports in this one module also leaves a single place
+to repoint when the runtime's modules move.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from procflow.model.ir import Flow
+    from procflow.runtime.engine import Engine as Engine
+    from procflow.runtime.events import Event as Event
+
+
+@contextmanager
+def engine_at(db_url: str, project_dir: str | None = None) -> Iterator[Engine]:
+    """An engine on the store at ``db_url``, closed when the command is done with it."""
+    from procflow.runtime.engine import Engine
+
+    engine = Engine(db_url, project_dir=project_dir)
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+# --- the store's schema ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoreCreated:
+    """What `db init` made: ``created`` is False when a store was already there."""
+
+    created: bool
+    schema_version: int
+    virtual: bool
+    now: int
+
+
+def init_store(db_url: str, virtual_clock: bool) -> StoreCreated:
+    from procflow.runtime.clock import VIRTUAL_EPOCH, system_now
+    from procflow.runtime.engine import from_iso
+    from procflow.store.store import SCHEMA_VERSION, Store
+
+    epoch = from_iso(VIRTUAL_EPOCH)
+    store = Store(db_url)
+    try:
+        created = store.init(virtual_clock=virtual_clock, now=epoch)
+    finally:
+        store.close()
+    return StoreCreated(
+        created, SCHEMA_VERSION, virtual_clock, epoch if virtual_clock else system_now()
+    )
+
+
+def upgrade_store(db_url: str) -> tuple[int | None, int]:
+    """(the schema version before, after); before is None when there was no store to migrate."""
+    from procflow.store.store import Store
+
+    store = Store(db_url)
+    try:
+        return store.upgrade()
+    finally:
+        store.close()
+
+
+# --- starting runs ---------------------------------------------------------------------------
+
+
+def run_file(
+    engine: Engine,
+    path: str,
+    start: dict[str, Any] | tuple[list[str], str | None],
+    process_name: str | None,
+    *,
+    wait: bool,
+) -> dict[str, Any]:
+    """`procflow run`: ``start`` is the trigger record (intent) or (--input pairs, --inputs)."""
+    from procflow.runtime.oneshot import FlowStart, run_once
+
+    given = FlowStart(*start) if isinstance(start, tuple) else start
+    return run_once(engine, path, given, process_name, wait=wait)
+
+
+def flow_named(engine: Engine, name: str) -> Flow | None:
+    """The latest deployed version of flow ``name``; None when ``name`` is an intent process."""
+    return engine.latest_flow(name)
+
+
+def flow_inputs(flow: Flow, pairs: tuple[str, ...], inputs_json: str | None) -> dict[str, Any]:
+    """``--input``/``--inputs`` converted by the flow's declared types and checked."""
+    from procflow.runtime.inputs import cli_inputs
+
+    return cli_inputs(flow, pairs, inputs_json)
+
+
+def run_summaries(engine: Engine, status: str | None, name: str | None) -> list[dict[str, Any]]:
+    from procflow.runtime.views import run_summary_json
+
+    return [run_summary_json(r) for r in engine.list_runs(status, name)]
+
+
+def work(
+    db_url: str, project_dir: str | None, worker_id: str | None, until_idle: bool, concurrency: int
+) -> int:
+    """Run a worker until stopped (or idle); the number of transitions it committed."""
+    from procflow.runtime.worker import run_worker
+
+    return run_worker(
+        db_url, project_dir, worker_id, until_idle=until_idle, concurrency=concurrency
+    )
+
+
+# --- events ----------------------------------------------------------------------------------
+
+
+def event_of(type_: str, data: dict[str, Any], event_id: str | None) -> Event:
+    from procflow.runtime.events import make_event
+
+    return make_event(type_, data, event_id)
+
+
+def event_from_envelope(whole: dict[str, Any]) -> Event:
+    from procflow.runtime.events import envelope
+
+    return envelope(whole)
+
+
+def slack_approval(payload: dict[str, Any], event_id: str | None) -> Event:
+    from procflow.connectors.builtin.slack_events import approval_event
+    from procflow.runtime.events import make_event
+
+    data, key = approval_event(payload)
+    return make_event("slack.approval", data, event_id or key)
+
+
+# --- what the store holds --------------------------------------------------------------------
+
+
+def definition_rows(engine: Engine) -> list[dict[str, Any]]:
+    """`definitions list --json`: each definition with its versions and their active runs."""
+    reader = engine.store.read()
+    return [
+        {
+            "name": name,
+            "dialect": dialect,
+            "enabled": enabled,
+            "latest": latest,
+            "versions": [
+                {"version": v, "active_runs": active} for v, _, active in reader.versions_of(name)
+            ],
+        }
+        for name, dialect, enabled, latest in reader.definitions()
+    ]
+
+
+def outbox_rows(engine: Engine) -> list[dict[str, Any]]:
+    """`outbox list --json`: the kept messages, oldest first."""
+    from procflow.runtime.clock import iso
+
+    return [
+        {
+            "id": r.id, "channel": r.channel, "to": r.recipient, "subject": r.subject,
+            "body": r.body, "run_id": r.run_id, "step": r.step, "created_at": iso(r.created_at),
+        }
+        for r in engine.store.read().outbox()
+    ]  # fmt: skip
+
+
+# --- time ------------------------------------------------------------------------------------
+
+
+def iso(micros: int) -> str:
+    """An instant of the store's clock as ISO-8601 UTC."""
+    from procflow.runtime.clock import iso as to_iso
+
+    text = to_iso(micros)
+    assert text is not None
+    return text
+
+
+def instant(text: str) -> int:
+    """An ISO-8601 timestamp with a zone as the store's clock counts (ExprError if it is not)."""
+    from procflow.runtime.engine import from_iso
+
+    return from_iso(text)
+
+
+def virtual_epoch() -> str:
+    from procflow.runtime.clock import VIRTUAL_EPOCH
+
+    return VIRTUAL_EPOCH

@@ -1,0 +1,173 @@
+"""Definitions: `validate`, `deploy`, `graph`, `schema`, and `definitions list|disable|enable`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from procflow import graph as graphs
+from procflow.cli import _engine
+from procflow.cli.options import db_option, json_option, project_option
+from procflow.cli.output import EXIT_BAD, EXIT_USAGE, echo_json, fail
+from procflow.errors import UsageError
+from procflow.model.source import Diagnostic
+from procflow.model.validate import compile_file, load_file
+from procflow.schemas import DIALECTS, schema_text
+
+DEFINITION_PATTERNS = ("*.intent", "*.flow.yaml", "*.flow.yml")
+
+
+def definition_files(paths: tuple[str, ...]) -> Iterator[str]:
+    """The files named, with folders expanded to the definition files inside them."""
+    for p in paths:
+        path = Path(p)
+        if not path.is_dir():
+            yield p
+            continue
+        found = sorted(
+            str(f)
+            for pattern in DEFINITION_PATTERNS
+            for f in path.rglob(pattern)
+            if ".venv" not in f.parts
+        )
+        if not found:
+            raise UsageError(f"{p}: no *.intent or *.flow.yaml files in this folder")
+        yield from found
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print problems as a JSON array.")
+def validate(paths: tuple[str, ...], as_json: bool) -> None:
+    """Validate definition files (*.intent, *.flow.yaml) and print every problem."""
+    diagnostics: list[Diagnostic] = []
+    unusable: list[str] = []
+    files = 0
+    for path in definition_files(paths):
+        try:
+            loaded = load_file(path)
+        except UsageError as exc:  # report it, but still report every other file's problems
+            unusable.append(str(exc))
+            continue
+        files += 1
+        diagnostics.extend(loaded.diagnostics)
+        if not as_json:
+            for d in loaded.diagnostics:
+                click.echo(d.format())
+    errors = sum(d.severity == "error" for d in diagnostics)
+    if as_json:
+        echo_json([d.as_json() for d in diagnostics])
+    else:
+        warnings = len(diagnostics) - errors
+        noun = "file" if files == 1 else "files"
+        click.echo(f"checked {files} {noun}: {errors} error(s), {warnings} warning(s)", err=True)
+    if unusable:
+        fail("\n".join(f"error: {m}" for m in unusable), EXIT_USAGE)
+    if errors:
+        fail("", EXIT_BAD)
+
+
+@click.command("deploy")
+@click.argument("paths", nargs=-1, required=True)
+@db_option
+@project_option
+@json_option
+def deploy(paths: tuple[str, ...], db_url: str, project_dir: str | None, as_json: bool) -> None:
+    """Validate files and store new versions of their definitions."""
+    deployed: list[dict[str, Any]] = []
+    with _engine.engine_at(db_url, project_dir) as engine:
+        for path in paths:
+            done = [
+                {"name": d.name, "dialect": d.dialect, "version": d.version,
+                 "unchanged": not d.created}
+                for d in engine.deploy(path)
+            ]  # fmt: skip
+            deployed += done
+            if not as_json:  # as each file is deployed: a later file's error leaves these done
+                for d in done:
+                    unchanged = " (unchanged)" if d["unchanged"] else ""
+                    click.echo(f"{d['name']} → version {d['version']}{unchanged}")
+    if as_json:
+        echo_json({"deployed": deployed})
+
+
+@click.command()
+@click.argument("path")
+@click.option("--name", help="The process to draw (an intent file may hold several).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["mermaid", "dot", "svg"]),
+    default="mermaid",
+    show_default=True,
+)
+def graph(path: str, name: str | None, fmt: str) -> None:
+    """Draw a process or flow as a Mermaid or Graphviz diagram."""
+    click.echo(graphs.draw(compile_file(path), name, fmt))
+
+
+@click.command()
+@click.argument("dialect", metavar="DIALECT", type=click.Choice(DIALECTS))
+def schema(dialect: str) -> None:
+    """Print the JSON Schema of DIALECT's files, for editors: intent (*.intent) or flow
+    (*.flow.yaml)."""
+    click.echo(schema_text(dialect).rstrip("\n"))
+
+
+# --- deployed definitions --------------------------------------------------------------------
+
+
+@click.group()
+def definitions() -> None:
+    """Deployed definitions and their versions."""
+
+
+@definitions.command("list")
+@db_option
+@json_option
+def definitions_list(db_url: str, as_json: bool) -> None:
+    """Every deployed definition: its latest version and the active runs of each version."""
+    with _engine.engine_at(db_url) as engine:
+        rows = _engine.definition_rows(engine)
+    if as_json:
+        echo_json(rows)
+        return
+    for r in rows:
+        active = ", ".join(f"v{v['version']}: {v['active_runs']} active" for v in r["versions"])
+        state = "" if r["enabled"] else "  (disabled)"
+        click.echo(f"{r['name']:<28} {r['dialect']:<7} latest v{r['latest']}  [{active}]{state}")
+
+
+@definitions.command("disable")
+@click.argument("name")
+@db_option
+@json_option
+def definitions_disable(name: str, db_url: str, as_json: bool) -> None:
+    """Start no new runs of NAME; its running ones continue."""
+    _set_enabled(name, False, db_url, as_json)
+
+
+@definitions.command("enable")
+@click.argument("name")
+@db_option
+@json_option
+def definitions_enable(name: str, db_url: str, as_json: bool) -> None:
+    """Start new runs of NAME again."""
+    _set_enabled(name, True, db_url, as_json)
+
+
+def _set_enabled(name: str, enabled: bool, db_url: str, as_json: bool) -> None:
+    with _engine.engine_at(db_url) as engine:
+        engine.set_enabled(name, enabled)
+    if as_json:
+        echo_json({"name": name, "enabled": enabled})
+    elif enabled:
+        click.echo(f"enabled {name}")
+    else:
+        click.echo(f"disabled {name}: no new runs; running ones continue")
+
+
+COMMANDS: list[click.Command] = [validate, deploy, graph, schema, definitions]

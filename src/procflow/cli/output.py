@@ -1,0 +1,106 @@
+"""What the commands print: JSON for `--json`, words for people, and how a command gives up."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NoReturn
+
+import click
+
+from procflow.errors import UsageError
+
+EXIT_OK, EXIT_BAD, EXIT_USAGE, EXIT_ABORTED = 0, 1, 2, 3
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """End the command with exit ``code``, after ``message`` (if any) on stderr."""
+    if message:
+        click.echo(message, err=True)
+    raise click.exceptions.Exit(code)
+
+
+def echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def json_arg(text: str | None, what: str) -> dict[str, Any]:
+    """A JSON object given on the command line (``{}`` when not given)."""
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{what} is not valid JSON: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(value, dict):
+        raise UsageError(f'{what} must be a JSON object, like \'{{"title": "acme"}}\'')
+    return value
+
+
+def whole_number(id_text: str | None, what: str) -> int:
+    if id_text is None or not id_text.isdigit():
+        raise UsageError(f"a {what} id must be a whole number, got [{id_text}]")
+    return int(id_text)
+
+
+def one_line(record: dict[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False)
+
+
+# --- a run in words --------------------------------------------------------------------------
+
+
+def trail(history: list[dict[str, Any]]) -> str:
+    """The path a run took, from its history: ``a → b (3 attempts) → c (failed: …)``."""
+    parts = []
+    for h in history:
+        if h["type"] == "step.completed":
+            tries = f" ({h['attempt']} attempts)" if h.get("attempt", 1) > 1 else ""
+            parts.append(f"{h.get('path') or h['step']}{tries}")
+        elif h["type"] == "step.failed":
+            where = h.get("path") or h["step"]
+            parts.append(f"{where} (failed after {h.get('attempt', 1)}: {h.get('message')})")
+    return " → ".join(parts)
+
+
+def print_run(shown: dict[str, Any], with_history: bool = False) -> None:
+    """A run in the `runs show` shape, for people."""
+    click.echo(f"run {shown['id']}  {shown['name']} v{shown['version']}  {shown['status']}")
+    if shown.get("record"):
+        click.echo(f"  record   {shown['record']['entity']} {shown['record']['id']}")
+    ended = f"   ended {shown['ended_at']}" if shown["ended_at"] else ""
+    click.echo(f"  started  {shown['started_at']}{ended}")
+    for token in shown["tokens"]:
+        _print_token(token)
+    steps = trail(shown["history"])
+    if steps:
+        click.echo(f"  steps    {steps}")
+    if shown["error"]:
+        click.echo(f"  error    step [{shown['error']['step']}]: {shown['error']['message']}")
+    if shown["output"] is not None:
+        click.echo(f"  output   {json.dumps(shown['output'])}")
+    for name, var in shown["vars"].items():
+        click.echo(f"  var      {name}: {'set (***)' if var['set'] else 'not set'}")
+    if with_history:
+        for entry in shown["history"]:
+            _print_history_entry(entry)
+
+
+def _print_token(token: dict[str, Any]) -> None:
+    where = token.get("path", token["step"])
+    wait = token.get("waiting_for")
+    if wait:
+        detail = ", ".join(
+            f"{k}={json.dumps(v) if isinstance(v, dict | list) else v}"
+            for k, v in wait.items()
+            if k != "kind"
+        )
+        click.echo(f"  waiting  {where}: {wait['kind']} ({detail})")
+    elif token["state"] != "ready":
+        click.echo(f"  token    {where}: {token['state']}")
+
+
+def _print_history_entry(entry: dict[str, Any]) -> None:
+    extra = {k: v for k, v in entry.items() if k not in ("seq", "at", "type", "step", "path")}
+    where = f" {entry['step']}" if "step" in entry else ""
+    more = f" {json.dumps(extra, ensure_ascii=False)}" if extra else ""
+    click.echo(f"  {entry['seq']:>4} {entry['at']} {entry['type']}{where}{more}")

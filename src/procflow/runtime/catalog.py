@@ -1,0 +1,152 @@
+"""The definition catalog: deployed versions compiled once per process and kept in memory.
+
+A worker meets the same few versions over and over, so each is compiled from its stored source
+on first use and cached by version id (a version never changes once stored). Everything that
+asks "which definition is this run on" or "which processes does a record write trigger" asks
+here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from procflow.errors import NotFoundError, UsageError
+from procflow.model.ir import Application, Flow, Process, WaitForStep
+from procflow.model.source import suggest
+from procflow.runtime.clock import micros
+from procflow.runtime.deploy import Deployed, compile_for_deploy, compile_source, deploy
+from procflow.runtime.events import MIN_RETENTION_SECONDS
+from procflow.runtime.flow_state import FlowIndex
+from procflow.store.rows import VersionRow
+from procflow.store.store import Store, Tx
+
+__all__ = ["Catalog", "Compiled", "longest_lookback"]
+
+
+@dataclass
+class Compiled:
+    version: VersionRow
+    definition: Application | Flow
+    project_dir: str
+    index: FlowIndex | None = None  # flows: every step by id
+
+
+class Catalog:
+    """Compiled versions of one store, by version id."""
+
+    def __init__(self, store: Store, project_dir: str | None) -> None:
+        self.store = store
+        self.project_dir = project_dir  # overrides each version's recorded folder when set
+        self._compiled: dict[int, Compiled] = {}
+
+    def compiled(self, version_id: int, reader: Tx | None = None) -> Compiled:
+        hit = self._compiled.get(version_id)
+        if hit is None:
+            version = (reader or self.store.read()).version(version_id)
+            project = self.project_dir or version.project_dir
+            definition = compile_source(version.source, version.file, project)
+            index = FlowIndex(definition) if isinstance(definition, Flow) else None
+            hit = Compiled(version, definition, project, index)
+            self._compiled[version_id] = hit
+        return hit
+
+    def process(
+        self, version_id: int, name: str, reader: Tx | None = None
+    ) -> tuple[Compiled, Process]:
+        compiled = self.compiled(version_id, reader)
+        app = compiled.definition
+        assert isinstance(app, Application)
+        return compiled, next(p for p in app.processes if p.name == name)
+
+    def flow(self, version_id: int, reader: Tx | None = None) -> tuple[Compiled, Flow]:
+        compiled = self.compiled(version_id, reader)
+        assert isinstance(compiled.definition, Flow) and compiled.index is not None
+        return compiled, compiled.definition
+
+    def latest_processes(self, tx: Tx) -> list[tuple[Compiled, Process]]:
+        """The latest version of every enabled intent process (the candidates for triggers)."""
+        out: list[tuple[Compiled, Process]] = []
+        for name, dialect, enabled, _latest in tx.definitions():
+            version = tx.latest_version(name) if dialect == "intent" and enabled else None
+            if version is None:
+                continue
+            compiled = self.compiled(version.id, tx)
+            app = compiled.definition
+            if isinstance(app, Application):
+                out.extend((compiled, p) for p in app.processes if p.name == name)
+        return out
+
+    def latest_flows(self, tx: Tx) -> list[tuple[Flow, int]]:
+        """The latest version of every enabled flow, with its version id."""
+        out = []
+        for name, dialect, enabled, _latest in tx.definitions():
+            version = tx.latest_version(name) if dialect == "flow" and enabled else None
+            if version is not None:
+                out.append((self.flow(version.id, tx)[1], version.id))
+        return out
+
+    def latest_flow(self, name: str) -> Flow | None:
+        """The latest deployed version of flow ``name``; None when ``name`` is not a flow."""
+        reader = self.store.read()
+        version = reader.latest_version(name)
+        if version is None:
+            raise NotFoundError.definition(name)
+        if version.dialect != "flow":
+            return None
+        return self.flow(version.id, reader)[1]
+
+    def startable(self, tx: Tx, name: str, dialect: str, hint: str) -> VersionRow:
+        """The latest version of ``name`` if it is of ``dialect`` and enabled (else why not)."""
+        version = tx.latest_version(name)
+        if version is None:
+            raise NotFoundError.definition(name)
+        if version.dialect != dialect:
+            raise UsageError(hint)
+        if not tx.definition_enabled(name):
+            raise UsageError(f"[{name}] is disabled; enable it to start runs")
+        return version
+
+    def application_of(self, entity: str, reader: Tx | None = None) -> Application:
+        """The intent application that declares ``entity`` (its latest deploy)."""
+        reader = reader or self.store.read()
+        version_id = reader.entity_version(entity)
+        if version_id is None:
+            known = sorted(reader.entities())
+            raise NotFoundError(
+                f"unknown entity [{entity}]{suggest(entity, known)}", kind="entity", key=entity
+            )
+        app = self.compiled(version_id, reader).definition
+        assert isinstance(app, Application)
+        return app
+
+    def deploy(self, path: str, now: int) -> list[Deployed]:
+        """Validate ``path`` completely, then store its new versions in one transaction."""
+        loaded, source = compile_for_deploy(path, self.project_dir)
+        definition = loaded.definition
+        assert definition is not None
+        project = self.project_dir or definition.project_dir
+        with self.store.tx() as tx:
+            tx.lock_deploys()  # a concurrent deploy waits, then sees this one's versions
+            if isinstance(definition, Flow):
+                # Runs stay on the version they started with, so the event retention is the
+                # longest lookback ever deployed (it only grows), not just the latest one's.
+                lookback = longest_lookback(FlowIndex(definition))
+                if lookback > event_retention(tx):
+                    tx.meta_set("event_retention", str(lookback))
+            return deploy(tx, definition, source, definition.file, project, now)
+
+
+def longest_lookback(index: FlowIndex) -> int:
+    """The longest ``wait_for`` lookback of a flow, in microseconds (0: none)."""
+    steps = index.steps.values()
+    return max(
+        (micros(s.lookback) for s in steps if isinstance(s, WaitForStep) and s.lookback),
+        default=0,
+    )
+
+
+def event_retention(tx: Tx) -> int:
+    """Keep events for the longest lookback of any flow version ever deployed (a run may
+    still be on an old version), at least 24 hours; in microseconds."""
+    stored = tx.meta_get("event_retention")
+    return max(MIN_RETENTION_SECONDS * 1_000_000, int(stored) if stored else 0)

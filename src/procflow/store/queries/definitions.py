@@ -1,0 +1,103 @@
+"""Deployed definitions: their versions, enabled flags, and the entities they declare."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from procflow.errors import StoreError
+from procflow.store.codec import dumps
+from procflow.store.queries.base import ENDED_SQL, Queries
+from procflow.store.rows import VersionRow
+
+
+class DefinitionQueries(Queries):
+    def lock_deploys(self) -> None:
+        """One deploy at a time until commit (PostgreSQL; SQLite's write lock already does):
+        version numbers and the unchanged-source check are read, then written."""
+        self.b.advisory_lock("procflow:deploy")
+
+    def version_by_hash(self, name: str, hash_: str) -> VersionRow | None:
+        row = self.c.execute(
+            "SELECT * FROM versions WHERE name=? AND hash=? ORDER BY version DESC LIMIT 1",
+            (name, hash_),
+        ).fetchone()
+        return VersionRow(*row) if row else None
+
+    def latest_version(self, name: str) -> VersionRow | None:
+        row = self.c.execute(
+            "SELECT v.* FROM versions v JOIN definitions d ON d.name=v.name AND d.latest=v.version "
+            "WHERE d.name=?",
+            (name,),
+        ).fetchone()
+        return VersionRow(*row) if row else None
+
+    def version(self, version_id: int) -> VersionRow:
+        row = self.c.execute("SELECT * FROM versions WHERE id=?", (version_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"definition version {version_id} is missing from the database")
+        return VersionRow(*row)
+
+    def insert_version(
+        self,
+        name: str,
+        dialect: str,
+        hash_: str,
+        file: str,
+        project_dir: str,
+        source: str,
+        now: int,
+    ) -> VersionRow:
+        row = self.c.execute("SELECT latest FROM definitions WHERE name=?", (name,)).fetchone()
+        number = (row[0] if row else 0) + 1
+        new_id = self.c.execute(
+            "INSERT INTO versions(name, version, dialect, hash, file, project_dir, source, "
+            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (name, number, dialect, hash_, file, project_dir, source, now),
+        ).fetchone()[0]
+        self.c.execute(
+            "INSERT INTO definitions(name, dialect, enabled, latest) VALUES (?, ?, 1, ?) "
+            "ON CONFLICT(name) DO UPDATE SET latest=excluded.latest",
+            (name, dialect, number),
+        )
+        return self.version(int(new_id))
+
+    def definitions(self) -> list[tuple[str, str, bool, int]]:
+        rows = self.c.execute(
+            "SELECT name, dialect, enabled, latest FROM definitions ORDER BY name"
+        ).fetchall()
+        return [(r[0], r[1], bool(r[2]), r[3]) for r in rows]
+
+    def definition_enabled(self, name: str) -> bool | None:
+        row = self.c.execute("SELECT enabled FROM definitions WHERE name=?", (name,)).fetchone()
+        return None if row is None else bool(row[0])
+
+    def set_enabled(self, name: str, enabled: bool) -> bool:
+        cur = self.c.execute("UPDATE definitions SET enabled=? WHERE name=?", (int(enabled), name))
+        return bool(cur.rowcount > 0)
+
+    def versions_of(self, name: str) -> list[tuple[int, int, int]]:
+        """(version, created_at, active runs) per version."""
+        rows = self.c.execute(
+            "SELECT v.version, v.created_at, "
+            f"(SELECT count(*) FROM runs r WHERE r.version_id=v.id AND r.status NOT IN "
+            f"({ENDED_SQL})) FROM versions v WHERE v.name=? ORDER BY v.version",
+            (name,),
+        ).fetchall()
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def entities(self) -> dict[str, tuple[str, dict[str, Any]]]:
+        rows = self.c.execute("SELECT name, app, declaration FROM entities").fetchall()
+        return {r[0]: (r[1], json.loads(r[2])) for r in rows}
+
+    def put_entity(self, name: str, app: str, version_id: int, declaration: dict[str, Any]) -> None:
+        self.c.execute(
+            "INSERT INTO entities(name, app, version_id, declaration) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET app=excluded.app, version_id=excluded.version_id, "
+            "declaration=excluded.declaration",
+            (name, app, version_id, dumps(declaration)),
+        )
+
+    def entity_version(self, name: str) -> int | None:
+        row = self.c.execute("SELECT version_id FROM entities WHERE name=?", (name,)).fetchone()
+        return None if row is None else int(row[0])

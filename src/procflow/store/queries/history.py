@@ -1,0 +1,39 @@
+"""History: the append-only log of what happened in each run, numbered by the run's seq."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from procflow.store.codec import loads, none_or_dumps
+from procflow.store.queries.base import Queries
+from procflow.store.rows import HistoryRow
+
+_INSERT = (
+    "INSERT INTO history(run_id, seq, at, type, step, path, attempt, data) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_ARRAYS = (
+    "INSERT INTO history(run_id, seq, at, type, step, path, attempt, data) "
+    "SELECT * FROM unnest(?::text[], ?::bigint[], ?::bigint[], ?::text[], ?::text[], "
+    "?::text[], ?::bigint[], ?::text[])"
+)
+
+
+class HistoryQueries(Queries):
+    def append_history(self, run_id: str, entries: Sequence[HistoryRow]) -> None:
+        self.append_history_many([(run_id, h) for h in entries])
+
+    def append_history_many(self, rows: Sequence[tuple[str, HistoryRow]]) -> None:
+        values = [
+            (run_id, h.seq, h.at, h.type, h.step, h.path, h.attempt, none_or_dumps(h.data))
+            for run_id, h in rows
+        ]
+        self.b.batch(_INSERT, _INSERT_ARRAYS, values)
+
+    def history(self, run_id: str) -> list[HistoryRow]:
+        rows = self.c.execute(
+            "SELECT seq, at, type, step, path, attempt, data FROM history WHERE run_id=? "
+            "ORDER BY seq",
+            (run_id,),
+        ).fetchall()
+        return [HistoryRow(r[0], r[1], r[2], r[3], r[4], r[5], loads(r[6])) for r in rows]

@@ -1,0 +1,120 @@
+"""Runs: one row per run of a process or flow (status, state, output, error, history seq)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from procflow.states import ENDED
+from procflow.store.codec import chunks, dumps, loads, none_or_dumps
+from procflow.store.queries.base import Queries, marks
+from procflow.store.rows import RunRow
+
+RUN_COLS = (
+    "id, version_id, name, dialect, status, started_at, ended_at, business_key, "
+    "record_entity, record_id, start_key, state, output, error, seq"
+)
+
+RunImage = tuple[str, int | None, str, str | None, str | None]
+
+
+def run_image(run: RunRow) -> RunImage:
+    """The run row's rarely changing columns as stored (status, ended_at, state, output, error):
+    equal images mean the row needs no rewrite of them."""
+    return (
+        run.status, run.ended_at, dumps(run.state), none_or_dumps(run.output),
+        none_or_dumps(run.error),
+    )  # fmt: skip
+
+
+def run_row(row: Sequence[Any]) -> RunRow:
+    """A row selected as :data:`RUN_COLS`."""
+    return RunRow(
+        row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9],
+        row[10], json.loads(row[11]), loads(row[12]), loads(row[13]), row[14],
+    )  # fmt: skip
+
+
+_SAVE_RUN = (
+    "UPDATE runs SET status=?, ended_at=?, state=?, output=?, error=?, seq=?, "
+    "lease_owner=?, lease_until=? WHERE id=?"
+)
+
+
+class RunQueries(Queries):
+    def insert_run(self, run: RunRow) -> bool:
+        """False when ``start_key`` was already used (the process already ran for that record)."""
+        # ON CONFLICT rather than catching the error: in PostgreSQL a failed statement aborts
+        # the whole transaction (the record write that triggered the start with it).
+        cur = self.c.execute(
+            "INSERT INTO runs(id, version_id, name, dialect, status, started_at, business_key, "
+            "record_entity, record_id, start_key, state, seq) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (start_key) DO NOTHING",
+            (
+                run.id, run.version_id, run.name, run.dialect, run.status, run.started_at,
+                run.business_key, run.record_entity, run.record_id, run.start_key,
+                dumps(run.state), run.seq,
+            ),
+        )  # fmt: skip
+        return bool(cur.rowcount == 1)
+
+    def run_for_update(self, run_id: str) -> RunRow | None:
+        """The run, locked until commit (PostgreSQL; SQLite's write lock already serialises)."""
+        row = self.c.execute(
+            f"SELECT {RUN_COLS} FROM runs WHERE id=?{self.b.for_update}", (run_id,)
+        ).fetchone()
+        return None if row is None else run_row(row)
+
+    def runs_by_id(self, run_ids: Sequence[str]) -> dict[str, RunRow]:
+        out: dict[str, RunRow] = {}
+        for chunk in chunks(list(run_ids)):
+            rows = self.c.execute(
+                f"SELECT {RUN_COLS} FROM runs WHERE id IN ({marks(len(chunk))})", chunk
+            ).fetchall()
+            out.update((r.id, r) for r in map(run_row, rows))
+        return out
+
+    def run(self, run_id: str) -> RunRow | None:
+        row = self.c.execute(f"SELECT {RUN_COLS} FROM runs WHERE id=?", (run_id,)).fetchone()
+        return None if row is None else run_row(row)
+
+    def runs(self, status: str | None, name: str | None, limit: int = 1000) -> list[RunRow]:
+        sql = f"SELECT {RUN_COLS} FROM runs WHERE 1=1"
+        args: list[Any] = []
+        if status:
+            sql += " AND status=?"
+            args.append(status)
+        if name:
+            sql += " AND name=?"
+            args.append(name)
+        sql += " ORDER BY started_at, id LIMIT ?"
+        args.append(limit)
+        return [run_row(r) for r in self.c.execute(sql, args).fetchall()]
+
+    def runs_for_record(self, entity: str, id_: int) -> list[RunRow]:
+        rows = self.c.execute(
+            f"SELECT {RUN_COLS} FROM runs WHERE record_entity=? AND record_id=? "
+            "ORDER BY started_at, id",
+            (entity, id_),
+        ).fetchall()
+        return [run_row(r) for r in rows]
+
+    def active_runs_for_record(self, entity: str, id_: int) -> list[RunRow]:
+        return [r for r in self.runs_for_record(entity, id_) if r.status not in ENDED]
+
+    def save_run(self, run: RunRow, lease_until: int | None, owner: str | None) -> None:
+        self.save_runs([(run, lease_until, owner)])
+
+    def save_runs(self, runs: Sequence[tuple[RunRow, int | None, str | None]]) -> None:
+        """Each run's row with its lease (until, owner), in one ``executemany``."""
+        self.c.executemany(
+            _SAVE_RUN,
+            [
+                (
+                    run.status, run.ended_at, dumps(run.state), none_or_dumps(run.output),
+                    none_or_dumps(run.error), run.seq, owner, lease_until, run.id,
+                )
+                for run, lease_until, owner in runs
+            ],
+        )  # fmt: skip

@@ -1,0 +1,57 @@
+"""Timers: due times of waiting tokens (timeouts, delays, repeats)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from procflow.store.queries.base import Queries
+from procflow.store.rows import TimerRow
+
+_DELETE_OF_TOKEN = "DELETE FROM timers WHERE token_id=?"
+_DELETE_OF_TOKENS = "DELETE FROM timers WHERE token_id = ANY(?::bigint[])"
+_DELETE = "DELETE FROM timers WHERE id=?"
+_DELETE_ARRAY = "DELETE FROM timers WHERE id = ANY(?::bigint[])"
+
+
+class TimerQueries(Queries):
+    def insert_timers(self, timers: Sequence[tuple[str, int, str, int]]) -> None:
+        """(run_id, token_id, kind, due_at) each."""
+        self.c.executemany(
+            "INSERT INTO timers(run_id, token_id, kind, due_at) VALUES (?, ?, ?, ?)", timers
+        )
+
+    def delete_timers_of_tokens(self, token_ids: Sequence[int]) -> None:
+        self.b.batch(_DELETE_OF_TOKEN, _DELETE_OF_TOKENS, [(i,) for i in token_ids])
+
+    def delete_run_timers(self, run_id: str) -> None:
+        self.c.execute("DELETE FROM timers WHERE run_id=?", (run_id,))
+
+    def due_timers_free(self, now: int, wall: int, limit: int) -> list[TimerRow]:
+        """Timers due by the engine clock ``now`` of runs no live worker holds (leases run on
+        the wall clock ``wall``, so a frozen virtual clock never freezes a lease), oldest first.
+        Timer and run rows are locked, skipping those another worker holds."""
+        rows = self.c.execute(
+            "SELECT t.id, t.run_id, t.token_id, t.kind, t.due_at FROM timers t "
+            "JOIN runs r ON r.id=t.run_id WHERE t.due_at<=? "
+            "AND (r.lease_owner IS NULL OR r.lease_until<?) ORDER BY t.due_at, t.id LIMIT ?"
+            + self.b.skip_locked,
+            (now, wall, limit),
+        ).fetchall()
+        return [TimerRow(*r) for r in rows]
+
+    def timers_of_run(self, run_id: str) -> list[TimerRow]:
+        rows = self.c.execute(
+            "SELECT id, run_id, token_id, kind, due_at FROM timers WHERE run_id=? ORDER BY due_at",
+            (run_id,),
+        ).fetchall()
+        return [TimerRow(*r) for r in rows]
+
+    def delete_timer(self, timer_id: int) -> None:
+        self.c.execute("DELETE FROM timers WHERE id=?", (timer_id,))
+
+    def delete_timers(self, timer_ids: Sequence[int]) -> None:
+        self.b.batch(_DELETE, _DELETE_ARRAY, [(i,) for i in timer_ids])
+
+    def next_due(self) -> int | None:
+        row = self.c.execute("SELECT min(due_at) FROM timers").fetchone()
+        return None if row is None or row[0] is None else int(row[0])

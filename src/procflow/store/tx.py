@@ -1,0 +1,44 @@
+"""The store's transaction surface: every named query, from every group, on one object."""
+
+from __future__ import annotations
+
+from procflow.store.backend import Backend
+from procflow.store.queries.definitions import DefinitionQueries
+from procflow.store.queries.events import EventQueries
+from procflow.store.queries.history import HistoryQueries
+from procflow.store.queries.leases import LeaseQueries
+from procflow.store.queries.meta import MetaQueries
+from procflow.store.queries.outbox import OutboxQueries
+from procflow.store.queries.records import RecordQueries
+from procflow.store.queries.run_data import RunDataQueries
+from procflow.store.queries.runs import RunQueries
+from procflow.store.queries.tasks import TaskQueries
+from procflow.store.queries.timers import TimerQueries
+from procflow.store.queries.tokens import TokenQueries
+from procflow.store.queries.waits import WaitQueries
+
+__all__ = ["Tx"]
+
+
+class Tx(
+    MetaQueries,
+    DefinitionQueries,
+    RecordQueries,
+    RunQueries,
+    LeaseQueries,
+    TokenQueries,
+    WaitQueries,
+    TimerQueries,
+    HistoryQueries,
+    EventQueries,
+    TaskQueries,
+    OutboxQueries,
+    RunDataQueries,
+):
+    """Named queries on one connection. Every method is one or a few statements; none commits:
+    the transaction is the store's (:meth:`procflow.store.store.Store.tx`)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.b = backend
+        self.c = backend.conn
+        self.dialect: str = backend.dialect
