@@ -43,8 +43,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
+# Two processes (pytest-xdist): the suite is mostly waiting on subprocesses and the database.
 pytest: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist worksteal
 
 test: lint typecheck pytest
 
@@ -56,6 +57,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/flow_foreach.py
 	$(BIN)/python bench/flow_timers.py
 	$(BIN)/python bench/event_scale.py
+	$(BIN)/python bench/http.py
 
 # 4 workers on PostgreSQL advance 1,000 runs while a driver SIGKILLs one every ~200 ms.
 chaos: $(STAMP)

@@ -69,19 +69,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             _BACKEND_OF[item.nodeid] = callspec.params["backend"]
 
 
+def _backend_of(nodeid: str) -> str | None:
+    """The backend a test ran on, from its id (``test_x[sqlite]``, ``test_y[postgresql-3]``):
+    read from the id, so the summary also works where the tests ran in other processes."""
+    known = _BACKEND_OF.get(nodeid)
+    if known is not None or "[" not in nodeid:
+        return known
+    params = nodeid.rsplit("[", 1)[1].rstrip("]").split("-")
+    return next((b for b in ALL_BACKENDS if b in params), None)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Outcomes per backend, so a missing or short leg of the matrix shows."""
     counts: dict[str, dict[str, int]] = {b: {} for b in BACKENDS}
     seen: set[tuple[str, str]] = set()
     for outcome in ("failed", "error", "skipped", "xfailed", "xpassed", "passed"):
         for report in terminalreporter.stats.get(outcome, []):
-            backend = _BACKEND_OF.get(getattr(report, "nodeid", ""))
+            backend = _backend_of(getattr(report, "nodeid", ""))
             if backend is None or (report.nodeid, outcome) in seen:
                 continue
             seen.add((report.nodeid, outcome))
             per = counts[backend]
             per[outcome] = per.get(outcome, 0) + 1
-    if not _BACKEND_OF:
+    if not any(counts.values()):
         return
     terminalreporter.section("store backends")
     for backend, per in counts.items():
@@ -260,8 +270,9 @@ def db_factory(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> 
 
 
 class PgOrFile:
-    """Fresh store URLs of one backend: SQLite files in ``tmp_path`` (not created yet) or new
-    PostgreSQL databases (dropped when the test ends)."""
+    """Fresh store URLs of one backend: SQLite files in ``tmp_path`` or new PostgreSQL databases
+    (dropped when the test ends). Either holds procflow's schema, as `procflow db init` leaves
+    it, or (``empty``) nothing: a SQLite file not created yet, an empty database."""
 
     def __init__(self, backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
         self.backend = backend
@@ -272,7 +283,16 @@ class PgOrFile:
 
     def __call__(self, name: str = "procflow", *, empty: bool = False) -> str:
         if self.backend == "sqlite":
-            return f"sqlite:///{self.tmp_path / f'{name}.db'}"
+            url = f"sqlite:///{self.tmp_path / f'{name}.db'}"
+            if not empty:  # only `procflow db init` (or `run`) makes a store: make it here
+                from procflow.store.store import Store
+
+                store = Store(url)
+                try:
+                    store.init()
+                finally:
+                    store.close()
+            return url
         if self.pg is None:
             self.pg = self.request.getfixturevalue("pg_databases")
         url = self.pg.create(empty=empty)
@@ -287,6 +307,6 @@ class PgOrFile:
 
 @pytest.fixture
 def db_url(db_factory: PgOrFile, request: pytest.FixtureRequest) -> str:
-    """A fresh store for this test: ``sqlite:///<tmp_path>/procflow.db`` (not created yet), or a
-    new PostgreSQL database holding procflow's schema (empty with ``@pytest.mark.empty_store``)."""
+    """A fresh store for this test: ``sqlite:///<tmp_path>/procflow.db`` or a new PostgreSQL
+    database, holding procflow's schema (neither made with ``@pytest.mark.empty_store``)."""
     return db_factory(empty=request.node.get_closest_marker("empty_store") is not None)

@@ -25,9 +25,10 @@ from typing import Any, Self
 
 from procflow.runtime import engine as _runtime
 from procflow.runtime.deploy import Deployed
+from procflow.runtime.identity import Actor
 from procflow.store.rows import RunRow
 
-__all__ = ["Engine", "Events", "Records", "Runs", "Tasks"]
+__all__ = ["Actor", "Engine", "Events", "Records", "Runs", "Tasks"]
 
 
 class Records:
@@ -44,8 +45,9 @@ class Records:
     def update(self, entity: str, id_: int, patch: Mapping[str, Any]) -> dict[str, Any]:
         return self._e.update_record(entity, id_, patch)
 
-    def delete(self, entity: str, id_: int) -> None:
-        self._e.delete_record(entity, id_)
+    def delete(self, entity: str, id_: int, *, user: str | None = None) -> None:
+        """``user``: who deletes it, the ``by`` of the runs the delete cancels."""
+        self._e.delete_record(entity, id_, user=user)
 
     def get(self, entity: str, id_: int) -> dict[str, Any]:
         return self._e.get_record(entity, id_)
@@ -60,13 +62,19 @@ class Runs:
     def __init__(self, engine: _runtime.Engine) -> None:
         self._e = engine
 
-    def start(self, name: str, inputs: Mapping[str, Any] | None = None) -> str:
-        """Start a run of the deployed flow ``name``; returns its id."""
-        return self._e.start_flow(name, inputs or {})
+    def start(
+        self, name: str, inputs: Mapping[str, Any] | None = None, *, user: str | None = None
+    ) -> str:
+        """Start a run of the deployed flow ``name``; returns its id. ``user`` (here, and on
+        cancel and retry): who asked, recorded as the history entry's ``by``."""
+        return self._e.start_flow(name, inputs or {}, user=user)
 
-    def start_for_record(self, name: str, entity: str, id_: int) -> str:
-        """Start a run of the trigger-less process ``name`` for a record; returns its id."""
-        return self._e.start(name, record=(entity, id_))
+    def start_for_record(
+        self, name: str, entity: str, id_: int, *, again: bool = False, user: str | None = None
+    ) -> str:
+        """Start a run of the intent process ``name`` for a record; returns its id. A triggered
+        process runs once per record: a second start needs ``again``."""
+        return self._e.start(name, record=(entity, id_), again=again, user=user)
 
     def for_record(self, entity: str, id_: int) -> list[dict[str, Any]]:
         return [self._e.show(r.id) for r in self._e.runs_for_record(entity, id_)]
@@ -77,11 +85,11 @@ class Runs:
     def show(self, run_id: str, history: int | None = None) -> dict[str, Any]:
         return self._e.show(run_id, history)
 
-    def cancel(self, run_id: str) -> None:
-        self._e.cancel(run_id)
+    def cancel(self, run_id: str, *, user: str | None = None) -> None:
+        self._e.cancel(run_id, user=user)
 
-    def retry(self, run_id: str) -> None:
-        self._e.retry(run_id)
+    def retry(self, run_id: str, *, user: str | None = None) -> None:
+        self._e.retry(run_id, user=user)
 
 
 class Tasks:
@@ -99,9 +107,12 @@ class Tasks:
         action: str | None = None,
         data: Mapping[str, Any] | None = None,
         *,
-        user: str | None = None,
+        user: Actor | str | None = None,
     ) -> dict[str, Any]:
-        """Complete an open task; without ``user``, as an administrator."""
+        """Complete an open task as ``user``: a name has exactly the roles the token table
+        (``PROCFLOW_API_TOKENS``) gives it, an :class:`Actor` the roles it carries; without
+        ``user``, as an administrator. Only the task's assigned user, a member of its assigned
+        role, or an administrator may (else :class:`~procflow.errors.ForbiddenError`)."""
         return self._e.complete_task(task_id, action, data, user)
 
 
@@ -111,10 +122,13 @@ class Events:
     def __init__(self, engine: _runtime.Engine) -> None:
         self._e = engine
 
-    def send(self, type_: str, data: Any = None, id_: str | None = None) -> dict[str, Any]:
+    def send(
+        self, type_: str, data: Any = None, id_: str | None = None, *, user: str | None = None
+    ) -> dict[str, Any]:
         """Deliver it to every matching waiting run and start the flows it triggers; returns
-        the delivery report ``{event_id, duplicate, resumed, started}``."""
-        return self._e.send_event(type_, data, id_)
+        the delivery report ``{event_id, duplicate, resumed, started}``. ``user``: who sent it,
+        the ``by`` of the ``event.received`` entries of the runs it resumes."""
+        return self._e.send_event(type_, data, id_, user=user)
 
 
 class Engine:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -24,10 +25,16 @@ __all__ = [
     "Config",
     "Setting",
     "env_name",
+    "format_size",
+    "parse_size",
     "raw",
+    "size_setting",
 ]
 
 DEFAULT_DATABASE_URL = "sqlite:///./procflow.db"
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,15 @@ SETTINGS: dict[str, Setting] = {
         Setting("PROCFLOW_SMTP_URL", None, "smtp://host:port for notify and email.send"),
         Setting("PROCFLOW_SMTP_FROM", None, "the From address of sent mail"),
         Setting("PROCFLOW_LEASE_SECONDS", "30", "how long a worker holds a claimed run"),
+        Setting("PROCFLOW_STEP_TIMEOUT", "5m", "the longest an attempt may run (a duration)"),
+        Setting("PROCFLOW_STOP_TIMEOUT", "30s", "how long a graceful stop waits (a duration)"),
+        Setting("PROCFLOW_SLOTS", "4", "threads a worker advances runs on"),
+        Setting(
+            "PROCFLOW_MAX_FILE_SIZE", "10MiB", "the largest definition file read (bytes, KiB, MiB)"
+        ),
+        Setting(
+            "PROCFLOW_MAX_RESULT_SIZE", "1MiB", "the largest action result a run keeps (as JSON)"
+        ),
         Setting("PROCFLOW_FAULTS", None, "fault points that kill the process (crash tests)"),
         Setting("PROCFLOW_API_TOKENS", None, "token=user:role,role;... for the HTTP API"),
         Setting("PROCFLOW_API_TOKENS_FILE", None, "a file of token=user:roles lines"),
@@ -85,6 +101,13 @@ class Config:
     smtp_url: str | None = None
     smtp_from: str | None = None
     lease_seconds: float = 30.0
+    # Durations stay text here (this module sits below the expression language that parses
+    # them); the engine and the CLI read them with ``procflow.expr.parse_duration``.
+    step_timeout: str = "5m"
+    stop_timeout: str = "30s"
+    slots: int = 4
+    max_file_size: int = 10 * MIB
+    max_result_size: int = MIB
     faults: str = ""
     api_tokens: str | None = None
     api_tokens_file: str | None = None
@@ -105,6 +128,11 @@ class Config:
             smtp_url=text("PROCFLOW_SMTP_URL"),
             smtp_from=text("PROCFLOW_SMTP_FROM"),
             lease_seconds=_seconds("PROCFLOW_LEASE_SECONDS", text("PROCFLOW_LEASE_SECONDS"), 30.0),
+            step_timeout=text("PROCFLOW_STEP_TIMEOUT") or "5m",
+            stop_timeout=text("PROCFLOW_STOP_TIMEOUT") or "30s",
+            slots=_count("PROCFLOW_SLOTS", text("PROCFLOW_SLOTS"), 4),
+            max_file_size=size_setting("PROCFLOW_MAX_FILE_SIZE", environ),
+            max_result_size=size_setting("PROCFLOW_MAX_RESULT_SIZE", environ),
             faults=text("PROCFLOW_FAULTS") or "",
             api_tokens=text("PROCFLOW_API_TOKENS"),
             api_tokens_file=text("PROCFLOW_API_TOKENS_FILE"),
@@ -127,6 +155,56 @@ def _seconds(name: str, raw: str | None, default: float) -> float:
     if not math.isfinite(value) or value <= 0:
         raise ConfigError(f"{name} must be a positive number of seconds, not [{raw}]", setting=name)
     return value
+
+
+def _count(name: str, raw_text: str | None, default: int) -> int:
+    if raw_text is None:
+        return default
+    if not raw_text.isdigit() or not 1 <= int(raw_text) <= 256:
+        raise ConfigError(
+            f"{name} must be a whole number from 1 to 256, not [{raw_text}]", setting=name
+        )
+    return int(raw_text)
+
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([KMG]i?B|B)?\s*$", re.IGNORECASE)
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1000,
+    "kib": KIB,
+    "mb": 1000**2,
+    "mib": MIB,
+    "gb": 1000**3,
+    "gib": GIB,
+}
+
+
+def parse_size(text: str, name: str) -> int:
+    """``10MiB``, ``512KiB``, ``2MB`` or a number of bytes → bytes (a unit's case is not
+    significant); ``name`` (the flag or variable) is named when ``text`` is not a size."""
+    found = _SIZE.match(text)
+    if found is None or int(found.group(1)) == 0:
+        raise ConfigError(
+            f"{name} must be a positive size like 10MiB, 512KiB or 4096 (bytes), not [{text}]",
+            setting=name,
+        )
+    return int(found.group(1)) * _UNITS[(found.group(2) or "").lower()]
+
+
+def format_size(size: int) -> str:
+    """``10 MiB``, ``1.5 KiB`` or ``300 bytes``, for messages."""
+    for unit, scale in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if size >= scale:
+            return f"{size / scale:.4g} {unit}"
+    return f"{size} bytes"
+
+
+def size_setting(name: str, environ: Mapping[str, str] | None = None) -> int:
+    """The declared size setting ``name`` in bytes (its default when unset)."""
+    text = raw(name, environ) or SETTINGS[name].default
+    assert text is not None  # every size setting has a default
+    return parse_size(text, name)
 
 
 def _choice(name: str, raw: str | None, allowed: tuple[str, ...]) -> str:

@@ -18,11 +18,14 @@ request is unusable (every ``UsageError``).
       UsageError            exit 2: the request is unusable
         ConfigError           a setting's value: setting
         NotFoundError         unknown definition, run, record, task: kind, key, entity
-        RunStateError         the run's status forbids it (cancel, retry): run_id, status
+        StateConflictError    a run's or task's state forbids it now (HTTP 409)
+          RunStateError         the run's status forbids it (cancel, retry): run_id, status
         InputError            a flow's inputs: flow, input (= field), problems
         RecordError           a record write: entity, field, record_id, problems
         EventError            an event: event_type, field
         TaskError             completing a task: task_id, run_id, step, field
+          TaskNotOpenError      closed, or its run ended (also a StateConflictError: 409)
+        ForbiddenError        the caller may not do this (another's task, HTTP 403): user, task_id
       StepFailure           a step attempt failed
       NonRetryableError     skip the remaining retry attempts
       ContractError         a delegate broke its step's contract: run_id, step, var
@@ -30,6 +33,7 @@ request is unusable (every ``UsageError``).
       SecretMissing         secret(name) of an unset variable
       SecretKeyError        the var key is missing, unreadable or wrong
       VarValueError         a var value that cannot be stored
+      HttpProblem           the HTTP face refuses a request: status, errors, headers
       StoreError            the database is missing, uninitialised, or of another version
         StoreConflict         a transaction rolled back by a concurrent one: safe to redo
       ConnectorError        calling a connector action failed: connector, action
@@ -48,7 +52,7 @@ request is unusable (every ``UsageError``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 
 class DiagnosticLike(Protocol):
@@ -190,7 +194,11 @@ class NotFoundError(UsageError):
         return cls(f"no [{entity}] record with id {id_}", kind="record", key=id_, entity=entity)
 
 
-class RunStateError(UsageError):
+class StateConflictError(UsageError):
+    """The state of a run or task forbids the request now (HTTP 409): it ended, it is not open."""
+
+
+class RunStateError(StateConflictError):
     """The run's status forbids the request (cancelling an ended run, retrying one that has not
     failed); ``status`` is the run's status then."""
 
@@ -265,8 +273,9 @@ class EventError(UsageError):
 
 
 class TaskError(UsageError):
-    """A task that cannot be completed this way: not open, its run ended, another user's, or an
-    action or field its form does not allow (``field`` is ``action`` or the form field)."""
+    """A task that cannot be completed this way: not open, its run ended, or an action or field
+    its form does not allow (``field`` is ``action`` or the form field). A task the caller may
+    not complete is a :class:`ForbiddenError`."""
 
     def __init__(
         self,
@@ -284,7 +293,32 @@ class TaskError(UsageError):
         self.field = field
 
 
+class ForbiddenError(UsageError):
+    """The caller may not do this: completing a task assigned to another user, or to a role
+    the caller is not a member of (the HTTP face answers 403; the CLI exits 2). ``user`` is the
+    caller's name; ``task_id``, ``run_id`` and ``step`` name the task when it is one."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        user: str,
+        task_id: int | None = None,
+        run_id: str | None = None,
+        step: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.user = user
+        self.task_id = task_id
+        self.run_id = run_id
+        self.step = step
+
+
 # --- runs and steps --------------------------------------------------------------------------
+
+
+class TaskNotOpenError(TaskError, StateConflictError):
+    """The task is completed or withdrawn, or its run has ended: nothing to complete now."""
 
 
 class StepFailure(ProcflowError):
@@ -341,6 +375,28 @@ class StoreError(ProcflowError):
 class StoreConflict(StoreError):
     """PostgreSQL rolled the transaction back to break a deadlock (or a serialisation
     conflict) with a concurrent one: nothing of it was committed, and doing it again is safe."""
+
+
+# --- the HTTP face ---------------------------------------------------------------------------
+
+
+class HttpProblem(ProcflowError):
+    """A request the HTTP face refuses before or outside the engine (an unreadable body, no
+    token, a bad signature, too large): answered as a problem document with ``status``;
+    ``errors`` names each bad field, ``headers`` go with the answer."""
+
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        errors: Sequence[dict[str, Any]] = (),
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.errors = list(errors)
+        self.headers = headers or {}
 
 
 # --- connectors ------------------------------------------------------------------------------

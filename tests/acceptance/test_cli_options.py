@@ -19,7 +19,14 @@ from procflow.states import RunStatus
 Procflow = Callable[..., subprocess.CompletedProcess[str]]
 STATUSES = [s.value for s in RunStatus]
 # The flags that stand for a setting: each must take it from its variable.
-TWINS = {"--db": "PROCFLOW_DATABASE_URL", "--project": "PROCFLOW_PROJECT"}
+TWINS = {
+    "--db": "PROCFLOW_DATABASE_URL",
+    "--project": "PROCFLOW_PROJECT",
+    "--max-file-size": "PROCFLOW_MAX_FILE_SIZE",
+    "--slots": "PROCFLOW_SLOTS",
+    "--step-timeout": "PROCFLOW_STEP_TIMEOUT",
+    "--stop-timeout": "PROCFLOW_STOP_TIMEOUT",
+}
 
 
 def commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:

@@ -25,6 +25,7 @@ ORDERS = ROOT / "examples" / "orders"
 pytestmark = pytest.mark.empty_store
 
 APPROVED, REJECTED, EXPIRED, CANCELLED = 2, 3, 4, 5
+ORDER_ROLES = {"alice": "manager", "carol": "cfo"}
 
 
 class Cli(cli_runner.Cli):
@@ -67,6 +68,10 @@ def cli(tmp_path: Path, db_url: str, db_env: dict[str, str]) -> Cli:
     project = tmp_path / "orders"
     shutil.copytree(ORDERS, project)
     cli = Cli(db_url, db_env, tmp_path)
+    # Who may complete the reviews: `--as alice` is a manager, `--as carol` the CFO.
+    cli.env["PROCFLOW_API_TOKENS"] = ";".join(
+        f"{name}-token-{'x' * 24}={name}:{role}" for name, role in ORDER_ROLES.items()
+    )
     assert "virtual clock at 2027-01-01T00:00:00Z" in cli("db", "init", "--virtual-clock").stdout
     assert cli("deploy", str(project / "orders.intent")).stdout.strip() == (
         "OrderApproval → version 1"

@@ -175,18 +175,20 @@ class Fleet:
             [sys.executable, str(FORKSERVER)], env=env, text=True, bufsize=1,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         )  # fmt: skip
-        threading.Thread(target=self._listen, daemon=True).start()
+        self.listener = threading.Thread(target=self._listen, daemon=True)
+        self.listener.start()
 
     def _listen(self) -> None:
         assert self.server.stdout is not None
-        for line in self.server.stdout:
-            kind, key, value = line.rstrip("\n").split("\t")
-            with self.changed:
-                if kind == "pid":
-                    self.pids[key] = int(value)
-                else:
-                    self.exits[int(key)] = int(value)
-                self.changed.notify_all()
+        with self.server.stdout:  # closed at the fork server's end of output
+            for line in self.server.stdout:
+                kind, key, value = line.rstrip("\n").split("\t")
+                with self.changed:
+                    if kind == "pid":
+                        self.pids[key] = int(value)
+                    else:
+                        self.exits[int(key)] = int(value)
+                    self.changed.notify_all()
 
     def _await(self, ready: Callable[[], bool], what: str) -> None:
         with self.changed:
@@ -248,6 +250,8 @@ class Fleet:
             self.server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.server.kill()
+            self.server.wait()
+        self.listener.join(timeout=10)
         return [(w.id, self.exits.get(w.pid)) for w in live]
 
 

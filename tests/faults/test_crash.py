@@ -92,6 +92,9 @@ CASES = [
 def procflow(db: Db, *args: str, faults: str = "") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROCFLOW_")}
     env.update(db.env, PROCFLOW_DATABASE_URL=db.url, PROCFLOW_LEASE_SECONDS=LEASE_SECONDS)
+    # One slot: attempts run one after another, so a kill at the Nth hit of a point lands after
+    # exactly the attempts the case counts (kills amid concurrent attempts: the chaos test).
+    env["PROCFLOW_SLOTS"] = "1"
     if faults:
         env["PROCFLOW_FAULTS"] = faults
     return subprocess.run(
@@ -169,6 +172,7 @@ def crash_and_recover(tmp_path: Path, db: Db, phase: str, point: str, hit: int) 
             "PROCFLOW_DATABASE_URL": db.url,
             "PROCFLOW_LEASE_SECONDS": LEASE_SECONDS,
             "PROCFLOW_FAULTS": f"{point}={hit}",
+            "PROCFLOW_SLOTS": "1",  # attempts in order: the kill lands where the case counts
         },
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

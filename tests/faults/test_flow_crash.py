@@ -107,6 +107,9 @@ def replayed(phase: str, point: str, hit: int) -> int:
 def procflow_env(db: Db, faults: str = "") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROCFLOW_")}
     env.update(db.env, PROCFLOW_DATABASE_URL=db.url, PROCFLOW_LEASE_SECONDS=LEASE_SECONDS)
+    # One slot: attempts run one after another, so a kill at the Nth hit of a point lands after
+    # exactly the attempts the case counts (kills amid concurrent attempts: the chaos test).
+    env["PROCFLOW_SLOTS"] = "1"
     if faults:
         env["PROCFLOW_FAULTS"] = faults
     return env

@@ -589,6 +589,25 @@ def test_an_on_delete_run_reads_the_deleted_record(project: Project) -> None:
     assert [(r.name, r.status) for r in runs] == [("Gone", "completed")]
 
 
+def test_a_deleted_records_id_is_never_given_again(project: Project) -> None:
+    """Its runs and its trigger's once-per-record key still name it: a new record with the same
+    id would share the old one's runs and never start its own."""
+    project.deploy("""\
+        - name: Made
+          trigger: { onCreate: Tenant }
+          steps:
+            - { name: call, kind: serviceTask, args: { delegate: Ok } }
+        """)
+    first = project.create(state="a")
+    project.engine.work()
+    project.engine.delete_record("Tenant", first["id"])
+    second = project.create(state="b")
+    assert second["id"] == first["id"] + 1
+    project.engine.work()
+    runs = project.engine.runs_for_record("Tenant", second["id"])
+    assert [(r.name, r.status) for r in runs] == [("Made", "completed")]
+
+
 def test_decision_over_a_one_hop_relation(project: Project) -> None:
     project.deploy("""\
         - name: P

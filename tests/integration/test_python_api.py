@@ -67,3 +67,29 @@ def test_fake_delegate_replaces_project_code_for_the_block(
     assert calls == [1]  # the real delegate would have failed its first three attempts
     run = engine.runs.for_record("TenantApplication", rec["id"])[0]
     assert run["status"] == "completed"
+
+
+def test_the_python_api_offers_what_the_cli_does_and_refuses_the_same(
+    engine: procflow.Engine, app: str
+) -> None:
+    from procflow.errors import UsageError
+
+    engine.deploy(app)
+    rec = engine.records.create("TenantApplication", {"title": "acme"})
+    engine.work()
+    (run,) = engine.runs.for_record("TenantApplication", rec["id"])
+    with pytest.raises(UsageError, match="0 or more"):
+        engine.runs.show(run["id"], history=-1)
+    with pytest.raises(UsageError):  # a triggered process runs once per record
+        engine.runs.start_for_record("TenantProvisioning", "TenantApplication", rec["id"])
+    again = engine.runs.start_for_record(
+        "TenantProvisioning", "TenantApplication", rec["id"], again=True
+    )
+    assert again != run["id"]
+    report = engine.events.send("slack.approval", {"message": "1.2", "approved": True}, "evt-1")
+    assert report["event_id"] == "evt-1" and report["resumed"] == [] == report["started"]
+    engine.enable("TenantProvisioning", False)
+    with pytest.raises(UsageError, match="disabled"):
+        engine.runs.start_for_record(
+            "TenantProvisioning", "TenantApplication", rec["id"], again=True
+        )

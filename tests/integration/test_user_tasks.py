@@ -23,7 +23,7 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP as SMTPServer
 from aiosmtpd.smtp import Envelope, Session
 
-from procflow.errors import NotFoundError, UsageError
+from procflow.errors import ForbiddenError, NotFoundError, UsageError
 from procflow.runtime.engine import Engine
 from procflow.runtime.views import why_waiting
 
@@ -309,22 +309,23 @@ def test_assignees_resolve_when_the_task_opens(
     assert project.rows("SELECT assignee_kind FROM tasks") == [(expected[1],)]
 
 
-def test_a_user_task_needs_its_user_and_a_role_task_takes_anyone_named(
-    project: Project,
-) -> None:
+def test_a_user_task_needs_its_user_and_a_role_task_a_member(project: Project) -> None:
     project.deploy(FREE.replace("{assignee}", "personal"))
     project.claim(user="alice")  # task 1: assigned to the user alice
     project.claim()  # task 2: no owner, so the role unassigned
     before = project.snapshot()
-    with pytest.raises(UsageError) as refused:
+    with pytest.raises(ForbiddenError) as refused:
         project.engine.complete_task(1, user="mallory")
     assert str(refused.value) == (
         "task [1] is assigned to user [alice]; [mallory] cannot complete it"
     )
     assert project.snapshot() == before
     assert project.engine.complete_task(1, user="alice")["by"] == "alice"
-    # Role membership is not modelled yet: any named user may complete a role's task.
-    assert project.engine.complete_task(2, user="mallory")["by"] == "mallory"
+    # Role membership comes from the token table (tests/integration/test_task_roles.py): with
+    # none, a named user has no roles, and only an administrator completes a role's task.
+    with pytest.raises(ForbiddenError):
+        project.engine.complete_task(2, user="mallory")
+    assert project.engine.complete_task(2)["by"] == "administrator"
 
 
 def test_list_tasks_filters_by_assignee(project: Project) -> None:

@@ -15,16 +15,23 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from procflow.model.ir import Flow
+    from procflow.runtime.deploy import Deployed
     from procflow.runtime.engine import Engine as Engine
     from procflow.runtime.events import Event as Event
 
 
 @contextmanager
-def engine_at(db_url: str, project_dir: str | None = None) -> Iterator[Engine]:
-    """An engine on the store at ``db_url``, closed when the command is done with it."""
+def engine_at(
+    db_url: str, project_dir: str | None = None, *, max_file_size: int | None = None
+) -> Iterator[Engine]:
+    """An engine on the store at ``db_url``, closed when the command is done with it. Only an
+    existing store opens: a URL with no store behind it is refused (exit 2), never created.
+    ``max_file_size``: the largest definition file it deploys (--max-file-size)."""
     from procflow.runtime.engine import Engine
 
-    engine = Engine(db_url, project_dir=project_dir)
+    engine = Engine(db_url, project_dir=project_dir, create=False)
+    if max_file_size is not None:
+        engine.max_file_size = max_file_size
     try:
         yield engine
     finally:
@@ -60,6 +67,30 @@ def init_store(db_url: str, virtual_clock: bool) -> StoreCreated:
     )
 
 
+def store_for_run(db_url: str) -> bool:
+    """`procflow run`, the one-shot job, makes the store (system clock) when there is none;
+    True when it did."""
+    from procflow.store.store import Store
+
+    store = Store(db_url)
+    try:
+        return store.init()
+    finally:
+        store.close()
+
+
+def require_store(db_url: str) -> None:
+    """Refuse (exit 2) a URL with no store behind it, as :func:`engine_at` does, for commands
+    that open the store their own way (`worker`)."""
+    from procflow.store.store import Store
+
+    store = Store(db_url, create=False)
+    try:
+        store.ensure_ready(create=False)
+    finally:
+        store.close()
+
+
 def upgrade_store(db_url: str) -> tuple[int | None, int]:
     """(the schema version before, after); before is None when there was no store to migrate."""
     from procflow.store.store import Store
@@ -81,12 +112,14 @@ def run_file(
     process_name: str | None,
     *,
     wait: bool,
+    user: str | None = None,
 ) -> dict[str, Any]:
-    """`procflow run`: ``start`` is the trigger record (intent) or (--input pairs, --inputs)."""
+    """`procflow run`: ``start`` is the trigger record (intent) or (--input pairs, --inputs);
+    ``user`` (--as) owns the trigger record, or is the flow run's ``by``."""
     from procflow.runtime.oneshot import FlowStart, run_once
 
     given = FlowStart(*start) if isinstance(start, tuple) else start
-    return run_once(engine, path, given, process_name, wait=wait)
+    return run_once(engine, path, given, process_name, wait=wait, user=user)
 
 
 def flow_named(engine: Engine, name: str) -> Flow | None:
@@ -102,20 +135,37 @@ def flow_inputs(flow: Flow, pairs: tuple[str, ...], inputs_json: str | None) -> 
 
 
 def run_summaries(engine: Engine, status: str | None, name: str | None) -> list[dict[str, Any]]:
+    """`runs list --json`: the items of the HTTP API's runs pages, oldest first."""
     from procflow.runtime.views import run_summary_json
 
     return [run_summary_json(r) for r in engine.list_runs(status, name)]
 
 
+@dataclass(frozen=True)
+class WorkLimits:
+    """What keeps one run from holding a worker up (``worker --slots/--step-timeout/...``)."""
+
+    slots: int
+    step_timeout: str
+    stop_timeout: str
+
+
 def work(
-    db_url: str, project_dir: str | None, worker_id: str | None, until_idle: bool, concurrency: int
+    db_url: str,
+    project_dir: str | None,
+    worker_id: str | None,
+    until_idle: bool,
+    concurrency: int,
+    limits: WorkLimits,
 ) -> int:
     """Run a worker until stopped (or idle); the number of transitions it committed."""
     from procflow.runtime.worker import run_worker
 
+    require_store(db_url)
     return run_worker(
-        db_url, project_dir, worker_id, until_idle=until_idle, concurrency=concurrency
-    )
+        db_url, project_dir, worker_id, until_idle=until_idle, concurrency=concurrency,
+        slots=limits.slots, step_timeout=limits.step_timeout, stop_timeout=limits.stop_timeout,
+    )  # fmt: skip
 
 
 # --- events ----------------------------------------------------------------------------------
@@ -145,33 +195,14 @@ def slack_approval(payload: dict[str, Any], event_id: str | None) -> Event:
 
 
 def definition_rows(engine: Engine) -> list[dict[str, Any]]:
-    """`definitions list --json`: each definition with its versions and their active runs."""
-    reader = engine.store.read()
-    return [
-        {
-            "name": name,
-            "dialect": dialect,
-            "enabled": enabled,
-            "latest": latest,
-            "versions": [
-                {"version": v, "active_runs": active} for v, _, active in reader.versions_of(name)
-            ],
-        }
-        for name, dialect, enabled, latest in reader.definitions()
-    ]
+    """`definitions list --json`: each definition with its versions and their active runs (the
+    shape the HTTP API's definitions have: the runtime builds it for both)."""
+    return engine.list_definitions()
 
 
 def outbox_rows(engine: Engine) -> list[dict[str, Any]]:
     """`outbox list --json`: the kept messages, oldest first."""
-    from procflow.runtime.clock import iso
-
-    return [
-        {
-            "id": r.id, "channel": r.channel, "to": r.recipient, "subject": r.subject,
-            "body": r.body, "run_id": r.run_id, "step": r.step, "created_at": iso(r.created_at),
-        }
-        for r in engine.store.read().outbox()
-    ]  # fmt: skip
+    return engine.list_outbox()
 
 
 # --- time ------------------------------------------------------------------------------------
@@ -197,3 +228,10 @@ def virtual_epoch() -> str:
     from procflow.runtime.clock import VIRTUAL_EPOCH
 
     return VIRTUAL_EPOCH
+
+
+def deployed_json(done: Deployed) -> dict[str, Any]:
+    """``deploy --json``'s item, as the HTTP face answers it (one serializer for both)."""
+    from procflow.runtime.listing import deployed_json as shape
+
+    return shape(done)

@@ -12,7 +12,8 @@ from procflow import graph as graphs
 from procflow.cli import _engine
 from procflow.cli.options import db_option, json_option, project_option
 from procflow.cli.output import EXIT_BAD, EXIT_USAGE, echo_json, fail
-from procflow.errors import UsageError
+from procflow.config import SETTINGS, parse_size
+from procflow.errors import ConfigError, UsageError
 from procflow.model.source import Diagnostic
 from procflow.model.validate import compile_file, load_file
 from procflow.schemas import DIALECTS, schema_text
@@ -20,19 +21,52 @@ from procflow.schemas import DIALECTS, schema_text
 DEFINITION_PATTERNS = ("*.intent", "*.flow.yaml", "*.flow.yml")
 
 
+class _Size(click.ParamType[int]):
+    """A size in bytes: ``4096``, ``512KiB``, ``10MiB``, ``2MB``."""
+
+    name = "SIZE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size(str(value), "size")
+        except ConfigError:
+            self.fail(f"[{value}] is not a size; give bytes or a size like 10MiB or 512KiB")
+
+
+_MAX_FILE_SIZE = SETTINGS["PROCFLOW_MAX_FILE_SIZE"]
+max_file_size_option = click.option(
+    "--max-file-size",
+    "max_file_size",
+    type=_Size(),
+    envvar=_MAX_FILE_SIZE.env,
+    default=_MAX_FILE_SIZE.default,
+    show_default=True,
+    show_envvar=True,
+    help="Refuse a definition file larger than this (bytes, or KiB/MiB).",
+)
+
+
 def definition_files(paths: tuple[str, ...]) -> Iterator[str]:
-    """The files named, with folders expanded to the definition files inside them."""
+    """The files named, with folders expanded to the definition files inside them.
+
+    A file named is read whatever it is (and refused when it is not a regular file); in a
+    folder, an entry named like a definition that is not a regular file (a named pipe, a device,
+    a folder, a broken link) is skipped with a note on stderr.
+    """
     for p in paths:
         path = Path(p)
         if not path.is_dir():
             yield p
             continue
-        found = sorted(
-            str(f)
-            for pattern in DEFINITION_PATTERNS
-            for f in path.rglob(pattern)
+        entries = sorted(
+            f for pattern in DEFINITION_PATTERNS for f in path.rglob(pattern)
             if ".venv" not in f.parts
-        )
+        )  # fmt: skip
+        found = [str(f) for f in entries if f.is_file()]
+        for skipped in sorted({str(f) for f in entries} - set(found)):
+            click.echo(f"note: skipped {skipped}: not a regular file", err=True)
         if not found:
             raise UsageError(f"{p}: no *.intent or *.flow.yaml files in this folder")
         yield from found
@@ -41,14 +75,15 @@ def definition_files(paths: tuple[str, ...]) -> Iterator[str]:
 @click.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print problems as a JSON array.")
-def validate(paths: tuple[str, ...], as_json: bool) -> None:
+@max_file_size_option
+def validate(paths: tuple[str, ...], as_json: bool, max_file_size: int) -> None:
     """Validate definition files (*.intent, *.flow.yaml) and print every problem."""
     diagnostics: list[Diagnostic] = []
     unusable: list[str] = []
     files = 0
     for path in definition_files(paths):
         try:
-            loaded = load_file(path)
+            loaded = load_file(path, max_size=max_file_size)
         except UsageError as exc:  # report it, but still report every other file's problems
             unusable.append(str(exc))
             continue
@@ -75,16 +110,15 @@ def validate(paths: tuple[str, ...], as_json: bool) -> None:
 @db_option
 @project_option
 @json_option
-def deploy(paths: tuple[str, ...], db_url: str, project_dir: str | None, as_json: bool) -> None:
+@max_file_size_option
+def deploy(
+    paths: tuple[str, ...], db_url: str, project_dir: str | None, as_json: bool, max_file_size: int
+) -> None:
     """Validate files and store new versions of their definitions."""
     deployed: list[dict[str, Any]] = []
-    with _engine.engine_at(db_url, project_dir) as engine:
+    with _engine.engine_at(db_url, project_dir, max_file_size=max_file_size) as engine:
         for path in paths:
-            done = [
-                {"name": d.name, "dialect": d.dialect, "version": d.version,
-                 "unchanged": not d.created}
-                for d in engine.deploy(path)
-            ]  # fmt: skip
+            done = [_engine.deployed_json(d) for d in engine.deploy(path)]
             deployed += done
             if not as_json:  # as each file is deployed: a later file's error leaves these done
                 for d in done:
@@ -104,9 +138,10 @@ def deploy(paths: tuple[str, ...], db_url: str, project_dir: str | None, as_json
     default="mermaid",
     show_default=True,
 )
-def graph(path: str, name: str | None, fmt: str) -> None:
+@max_file_size_option
+def graph(path: str, name: str | None, fmt: str, max_file_size: int) -> None:
     """Draw a process or flow as a Mermaid or Graphviz diagram."""
-    click.echo(graphs.draw(compile_file(path), name, fmt))
+    click.echo(graphs.draw(compile_file(path, max_size=max_file_size), name, fmt))
 
 
 @click.command()

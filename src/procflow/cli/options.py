@@ -38,6 +38,27 @@ project_option = click.option(
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 
+
+def _user_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise click.BadParameter("give a user name (without --as: an administrator)")
+    return value
+
+
+def as_option(effect: str) -> Callable[[F], F]:
+    """``--as NAME`` on every command that writes or completes: the command acts as user NAME,
+    with exactly the roles the token table (``PROCFLOW_API_TOKENS``) gives NAME, none when it
+    is not listed; without it, as an administrator. ``effect``: what NAME does here."""
+    return click.option(
+        "--as",
+        "user",
+        metavar="NAME",
+        callback=_user_name,
+        help="Act as user NAME, with the roles PROCFLOW_API_TOKENS(_FILE) gives NAME (none if "
+        f"not listed); default: an administrator. {effect}",
+    )
+
+
 run_status_choice = click.Choice([s.value for s in RunStatus])
 """The statuses a run can be in (checked, and offered by shell completion)."""
 
@@ -52,3 +73,44 @@ def with_inputs(command: F) -> F:
         "--inputs", "inputs_json", help="All flow inputs at once, as a JSON object."
     )
     return pairs(whole(command))
+
+
+def worker_options(command: F) -> F:
+    """``--slots``, ``--step-timeout``, ``--stop-timeout``: how a worker keeps any one run from
+    holding it up (each with its environment variable)."""
+    slots, step, stop = (
+        SETTINGS[name]
+        for name in ("PROCFLOW_SLOTS", "PROCFLOW_STEP_TIMEOUT", "PROCFLOW_STOP_TIMEOUT")
+    )
+    options = [
+        click.option(
+            "--slots",
+            type=click.IntRange(1, 256),
+            envvar=slots.env,
+            default=slots.default,
+            show_default=True,
+            show_envvar=True,
+            help="Threads attempts run on: a call that blocks holds one slot, never the worker.",
+        ),
+        click.option(
+            "--step-timeout",
+            envvar=step.env,
+            default=step.default,
+            show_default=True,
+            show_envvar=True,
+            help="The longest one attempt may run (90s, 5m, PT5M); a flow step's own timeout "
+            "overrides it. Past it the attempt fails as a timeout (retry and onError apply).",
+        ),
+        click.option(
+            "--stop-timeout",
+            envvar=stop.env,
+            default=stop.default,
+            show_default=True,
+            show_envvar=True,
+            help="How long a graceful stop (SIGTERM, SIGINT) waits for attempts in flight "
+            "before it hands every run back and exits.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command

@@ -8,6 +8,7 @@ from typing import Any, NoReturn
 import click
 
 from procflow.errors import UsageError
+from procflow.store.codec import MAX_JSON_DEPTH, too_deep_at
 
 EXIT_OK, EXIT_BAD, EXIT_USAGE, EXIT_ABORTED = 0, 1, 2, 3
 
@@ -27,18 +28,38 @@ def json_arg(text: str | None, what: str) -> dict[str, Any]:
     """A JSON object given on the command line (``{}`` when not given)."""
     if text is None:
         return {}
+    deep_at = too_deep_at(text)
+    if deep_at is not None:
+        raise UsageError(
+            f"{what} is nested too deeply: more than {MAX_JSON_DEPTH} levels of objects and "
+            f"arrays (at column {deep_at})"
+        )
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_not_json)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{what} is not valid JSON: {exc.msg} at column {exc.colno}") from None
+    except ValueError as exc:  # NaN, Infinity: Python's json reads them, JSON has no such value
+        raise UsageError(f"{what} is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise UsageError(f'{what} must be a JSON object, like \'{{"title": "acme"}}\'')
     return value
 
 
+MAX_ID = 2**63 - 1  # the largest id a store holds (a signed 64-bit integer column)
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a JSON value")
+
+
 def whole_number(id_text: str | None, what: str) -> int:
-    if id_text is None or not id_text.isdigit():
-        raise UsageError(f"a {what} id must be a whole number, got [{id_text}]")
+    """An id from the command line: digits, no larger than any id a store can hold (SQLite
+    cannot even compare a larger integer with its ids)."""
+    shown = id_text if id_text is None or len(id_text) <= 40 else f"{id_text[:37]}..."
+    if id_text is None or not (id_text.isascii() and id_text.isdigit()):
+        raise UsageError(f"a {what} id must be a whole number, got [{shown}]")
+    if len(id_text) > len(str(MAX_ID)) or int(id_text) > MAX_ID:
+        raise UsageError(f"a {what} id must be at most {MAX_ID}, got [{shown}]")
     return int(id_text)
 
 

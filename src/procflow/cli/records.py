@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from procflow.cli import _engine
-from procflow.cli.options import db_option, json_option, project_option
+from procflow.cli.options import as_option, db_option, json_option, project_option
 from procflow.cli.output import echo_json, json_arg, one_line, whole_number
 from procflow.errors import UsageError
 
@@ -22,7 +22,7 @@ def records() -> None:
 @records.command("create")
 @click.argument("entity")
 @click.option("--data", required=True, help="The record's fields as JSON.")
-@click.option("--as", "user", help="The creating user (the record's owner).")
+@as_option("NAME becomes the record's owner (read by assignee: personal).")
 @db_option
 @project_option
 @json_option
@@ -39,13 +39,21 @@ def records_create(
 @click.argument("entity")
 @click.argument("id_text", metavar="ID")
 @click.option("--data", required=True, help="The fields to change, as JSON.")
+@as_option("No other effect: a record keeps who created it, not who changed it.")
 @db_option
 @project_option
 @json_option
 def records_update(
-    entity: str, id_text: str, data: str, db_url: str, project_dir: str | None, as_json: bool
+    entity: str,
+    id_text: str,
+    data: str,
+    user: str | None,
+    db_url: str,
+    project_dir: str | None,
+    as_json: bool,
 ) -> None:
     """Change fields of the record ENTITY ID."""
+    del user  # accepted like on every write; a record write has no permission rule
     record_id = whole_number(id_text, "record")
     with _engine.engine_at(db_url, project_dir) as engine:
         record = engine.update_record(entity, record_id, json_arg(data, "--data"))
@@ -55,16 +63,17 @@ def records_update(
 @records.command("delete")
 @click.argument("entity")
 @click.argument("id_text", metavar="ID")
+@as_option("NAME is the `by` of the runs the delete cancels.")
 @db_option
 @project_option
 @json_option
 def records_delete(
-    entity: str, id_text: str, db_url: str, project_dir: str | None, as_json: bool
+    entity: str, id_text: str, user: str | None, db_url: str, project_dir: str | None, as_json: bool
 ) -> None:
     """Delete the record ENTITY ID."""
     record_id = whole_number(id_text, "record")
     with _engine.engine_at(db_url, project_dir) as engine:
-        engine.delete_record(entity, record_id)
+        engine.delete_record(entity, record_id, user=user)
     if as_json:
         echo_json({"entity": entity, "id": record_id, "deleted": True})
     else:
@@ -113,6 +122,7 @@ def events() -> None:
 @click.option("--id", "event_id", help="The event id (a repeated id is acknowledged, ignored).")
 @click.option("--envelope", help="A whole event: {type, data, id} or a CloudEvents JSON object.")
 @click.option("--slack-payload", help="A Slack interactivity payload → a slack.approval event.")
+@as_option("NAME is the `by` of the event.received entries of the runs it resumes.")
 @db_option
 @project_option
 @json_option
@@ -122,6 +132,7 @@ def events_send(
     event_id: str | None,
     envelope: str | None,
     slack_payload: str | None,
+    user: str | None,
     db_url: str,
     project_dir: str | None,
     as_json: bool,
@@ -131,6 +142,7 @@ def events_send(
         raise UsageError(
             "give exactly one of TYPE (with --data/--id), --envelope or --slack-payload"
         )
+    _refuse_ignored(data, event_id, envelope, slack_payload)
     if envelope is not None:
         event = _engine.event_from_envelope(json_arg(envelope, "--envelope"))
     elif slack_payload is not None:
@@ -139,8 +151,25 @@ def events_send(
         assert type_ is not None
         event = _engine.event_of(type_, json_arg(data, "--data") if data else {}, event_id)
     with _engine.engine_at(db_url, project_dir) as engine:
-        report = engine.accept_event(event)
+        report = engine.accept_event(event, user=user)
     echo_json(report) if as_json else _print_delivery(report)
+
+
+def _refuse_ignored(
+    data: str | None, event_id: str | None, envelope: str | None, slack_payload: str | None
+) -> None:
+    """A flag the chosen form would ignore is refused: the user meant it to count."""
+    if data is not None and envelope is not None:
+        raise UsageError("--data is for an event given by TYPE; an --envelope carries its own data")
+    if data is not None and slack_payload is not None:
+        raise UsageError(
+            "--data is for an event given by TYPE; a --slack-payload makes its own data"
+        )
+    if event_id is not None and envelope is not None:
+        raise UsageError(
+            "--id is for an event given by TYPE or --slack-payload; an --envelope carries its "
+            "own id"
+        )
 
 
 def _print_delivery(report: dict[str, Any]) -> None:
@@ -195,7 +224,10 @@ def tasks_list(assignee: str | None, db_url: str, as_json: bool) -> None:
     "--action", help="One of the form's actions (without a form: free text, default complete)."
 )
 @click.option("--data", help="The form's fields to write to the record, as JSON.")
-@click.option("--as", "user", help="Complete as this user (default: as an administrator).")
+@as_option(
+    "Only the task's assigned user, a member of its assigned role, or an administrator may "
+    "complete it; NAME is its `by`."
+)
 @db_option
 @project_option
 @json_option

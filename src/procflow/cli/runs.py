@@ -7,23 +7,28 @@ from typing import Any
 import click
 
 from procflow.cli import _engine
+from procflow.cli.definitions import max_file_size_option
 from procflow.cli.options import (
+    as_option,
     db_option,
     json_option,
     project_option,
     run_status_choice,
     with_inputs,
+    worker_options,
 )
 from procflow.cli.output import (
     EXIT_ABORTED,
     EXIT_BAD,
-    EXIT_USAGE,
     echo_json,
     fail,
     json_arg,
     print_run,
+    whole_number,
 )
 from procflow.errors import DurationError, ExprError, UsageError
+from procflow.model.ir import Flow
+from procflow.model.validate import compile_file
 from procflow.states import RunStatus
 
 
@@ -33,9 +38,11 @@ from procflow.states import RunStatus
 @with_inputs
 @click.option("--process", "process_name", help="Which process (default: the only triggered one).")
 @click.option("--wait", is_flag=True, help="Keep working until the run ends.")
+@as_option("Intent: NAME owns the trigger record; flow: NAME is the run's `by`.")
 @db_option
 @project_option
 @json_option
+@max_file_size_option
 def run(
     path: str,
     record_json: str | None,
@@ -43,9 +50,11 @@ def run(
     inputs_json: str | None,
     process_name: str | None,
     wait: bool,
+    user: str | None,
     db_url: str,
     project_dir: str | None,
     as_json: bool,
+    max_file_size: int,
 ) -> None:
     """Deploy PATH, start one run, work until it ends (or only waits on the future)."""
     start: dict[str, Any] | tuple[list[str], str | None]
@@ -57,8 +66,15 @@ def run(
         if input_pairs or inputs_json is not None:
             raise UsageError("--input/--inputs are for flows; an intent run takes --record JSON")
         start = json_arg(record_json, "--record")
-    with _engine.engine_at(db_url, project_dir) as engine:
-        shown = _engine.run_file(engine, path, start, process_name, wait=wait)
+    # The file and a flow's inputs are checked before any store is opened (or made), so a
+    # refused file or input leaves the store as it was.
+    definition = compile_file(path, project_dir, max_size=max_file_size)
+    if isinstance(definition, Flow):
+        _engine.flow_inputs(definition, input_pairs, inputs_json)
+    if _engine.store_for_run(db_url):  # said, so a mistyped --db does not pass unnoticed
+        click.echo(f"created a new store at {db_url} (system clock)", err=True)
+    with _engine.engine_at(db_url, project_dir, max_file_size=max_file_size) as engine:
+        shown = _engine.run_file(engine, path, start, process_name, wait=wait, user=user)
     echo_json(shown) if as_json else print_run(shown)
     if shown["status"] == RunStatus.FAILED:
         fail("", EXIT_BAD)
@@ -69,33 +85,48 @@ def run(
 @click.command("start")
 @click.argument("name")
 @click.option("--record", "record_ref", help="ENTITY:ID of the record (intent processes).")
+@click.option(
+    "--again", is_flag=True,
+    help="Start a triggered process for a record it already ran for (at most once otherwise).",
+)  # fmt: skip
 @with_inputs
+@as_option("NAME is the run's `by` (on run.started).")
 @db_option
 @project_option
 @json_option
 def start(
     name: str,
     record_ref: str | None,
+    again: bool,
     input_pairs: tuple[str, ...],
     inputs_json: str | None,
+    user: str | None,
     db_url: str,
     project_dir: str | None,
     as_json: bool,
 ) -> None:
-    """Start a run of a deployed flow (with inputs) or of a trigger-less process for a record;
-    print its id."""
+    """Start a run of a deployed flow (with inputs) or of an intent process for a record (of
+    its trigger's entity; a triggered one at most once per record unless --again); print its
+    id."""
     with _engine.engine_at(db_url, project_dir) as engine:
         flow = _engine.flow_named(engine, name)
         if flow is not None:
             if record_ref is not None:
                 raise UsageError(f"[{name}] is a flow; it takes --input/--inputs, not --record")
-            run_id = engine.start_flow(name, _engine.flow_inputs(flow, input_pairs, inputs_json))
+            if again:
+                raise UsageError(
+                    f"[{name}] is a flow; --again is for intent processes (a flow starts any "
+                    "number of runs)"
+                )
+            inputs = _engine.flow_inputs(flow, input_pairs, inputs_json)
+            run_id = engine.start_flow(name, inputs, user=user)
         else:
             if input_pairs or inputs_json is not None:
                 raise UsageError(
                     f"[{name}] is an intent process; it takes --record ENTITY:ID, not inputs"
                 )
-            run_id = engine.start(name, record=_record_ref(name, record_ref))
+            ref = _record_ref(name, record_ref)
+            run_id = engine.start(name, record=ref, again=again, user=user)
         shown = engine.show(run_id) if as_json else None
     echo_json(shown) if shown is not None else click.echo(run_id)
 
@@ -105,8 +136,10 @@ def _record_ref(name: str, ref: str | None) -> tuple[str, int]:
         raise UsageError(f"[{name}] is an intent process: give the record with --record ENTITY:ID")
     entity, _, id_text = ref.partition(":")
     if not entity or not id_text.isdigit():
-        raise UsageError(f"--record [{ref}] must be ENTITY:ID, like TenantApplication:1")
-    return entity, int(id_text)
+        raise UsageError(
+            f"--record [{_printable(ref)}] must be ENTITY:ID, like TenantApplication:1"
+        )
+    return entity, whole_number(id_text, "record")
 
 
 # --- runs ------------------------------------------------------------------------------------
@@ -136,36 +169,60 @@ def runs_list(status: str | None, name: str | None, db_url: str, as_json: bool) 
 
 @runs.command("show")
 @click.argument("run_id")
-@click.option("--history", "history", type=int, help="Keep the last N history entries.")
+@click.option("--history", "history", metavar="N", help="Keep the last N history entries.")
 @db_option
 @json_option
-def runs_show(run_id: str, history: int | None, db_url: str, as_json: bool) -> None:
+def runs_show(run_id: str, history: str | None, db_url: str, as_json: bool) -> None:
     """One run: its tokens and why they wait, its output or error, and its history."""
+    keep = _history_count(history)
     with _engine.engine_at(db_url) as engine:
-        shown = engine.show(run_id, history)
+        shown = engine.show(run_id, keep)
     echo_json(shown) if as_json else print_run(shown, with_history=True)
+
+
+def _history_count(text: str | None) -> int | None:
+    """``--history N``: a whole number, 0 or more (a negative count would drop entries from the
+    wrong end)."""
+    if text is None:
+        return None
+    if not (text.isascii() and text.isdigit()):
+        raise UsageError(
+            "--history N keeps the last N history entries: N must be a whole number (0 or "
+            f"more), got [{_printable(text)}]"
+        )
+    digits = text.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 18 else None  # more than any run holds: keep all
+
+
+def _printable(text: str) -> str:
+    """Command-line text as a message shows it: short, a lone surrogate (undecodable bytes in
+    an argument) escaped so it can be printed."""
+    safe = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return safe if len(safe) <= 40 else f"{safe[:37]}..."
 
 
 @runs.command("cancel")
 @click.argument("run_id")
+@as_option("NAME is the `by` of run.cancelled.")
 @db_option
 @json_option
-def runs_cancel(run_id: str, db_url: str, as_json: bool) -> None:
+def runs_cancel(run_id: str, user: str | None, db_url: str, as_json: bool) -> None:
     """End a run that has not ended: its waits, timers and open tasks are withdrawn."""
     with _engine.engine_at(db_url) as engine:
-        engine.cancel(run_id)
+        engine.cancel(run_id, user=user)
         shown = engine.show(run_id) if as_json else None
     echo_json(shown) if shown is not None else click.echo(f"cancelled {run_id}")
 
 
 @runs.command("retry")
 @click.argument("run_id")
+@as_option("NAME is the `by` of run.retried.")
 @db_option
 @json_option
-def runs_retry(run_id: str, db_url: str, as_json: bool) -> None:
+def runs_retry(run_id: str, user: str | None, db_url: str, as_json: bool) -> None:
     """Run a failed run's failed step again, with a fresh retry budget."""
     with _engine.engine_at(db_url) as engine:
-        engine.retry(run_id)
+        engine.retry(run_id, user=user)
         shown = engine.show(run_id) if as_json else None
     if shown is not None:
         echo_json(shown)
@@ -177,14 +234,23 @@ def runs_retry(run_id: str, db_url: str, as_json: bool) -> None:
 @click.option("--until-idle", is_flag=True, help="Exit once nothing is due now.")
 @click.option("--id", "worker_id", help="This worker's id (default: host:pid).")
 @click.option("--concurrency", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Runs advanced at once (several processes scale further).")  # fmt: skip
+              help="Work loops, each on its own connection.")  # fmt: skip
+@worker_options
 @db_option
 @project_option
 def worker(
-    until_idle: bool, worker_id: str | None, concurrency: int, db_url: str, project_dir: str | None
+    until_idle: bool,
+    worker_id: str | None,
+    concurrency: int,
+    slots: int,
+    step_timeout: str,
+    stop_timeout: str,
+    db_url: str,
+    project_dir: str | None,
 ) -> None:
     """Advance runs: claim due work, run it, commit; sleep until the next due time."""
-    count = _engine.work(db_url, project_dir, worker_id, until_idle, concurrency)
+    limits = _engine.WorkLimits(slots, step_timeout, stop_timeout)
+    count = _engine.work(db_url, project_dir, worker_id, until_idle, concurrency, limits)
     click.echo(f"worker stopped after {count} transitions", err=True)
 
 
@@ -261,7 +327,7 @@ def db_init(db_url: str, virtual_clock: bool, as_json: bool) -> None:
     """Create the store's schema."""
     made = _engine.init_store(db_url, virtual_clock)
     if not made.created:
-        fail(f"{db_url} already holds a procflow store; nothing changed", EXIT_USAGE)
+        raise UsageError(f"{db_url} already holds a procflow store; nothing changed")
     if as_json:
         echo_json(
             {"created": True, "schema_version": made.schema_version, "virtual": made.virtual,

@@ -1,7 +1,9 @@
 """Durations in the two syntaxes procflow accepts: short (``1h30m``) and ISO-8601 (``PT1H30M``).
 
 Months and years are refused: they have no fixed length, and a durable timer must know exactly
-when it is due.
+when it is due. So is any duration written longer than :data:`MAX_DURATION` (100 years, either
+sign): a timer that far ahead would fall past the last representable moment (the end of year
+9999), and no process waits a century.
 """
 
 from __future__ import annotations
@@ -13,7 +15,15 @@ from typing import Any
 
 from procflow.errors import DurationError
 
-__all__ = ["format_duration", "format_short_duration", "parse_duration", "parse_short_duration"]
+__all__ = [
+    "MAX_DURATION",
+    "format_duration",
+    "format_short_duration",
+    "parse_duration",
+    "parse_short_duration",
+]
+
+MAX_DURATION = timedelta(days=36_525)  # 100 years of 365.25 days
 
 _US_PER = {
     "w": 7 * 86_400 * 10**6,
@@ -39,10 +49,11 @@ _EXAMPLES = "e.g. 30s, 5m, 1h30m, 2d, or ISO-8601 PT30S, P1D"
 
 
 def _to_timedelta(micros: int, text: str) -> timedelta:
-    try:
-        return timedelta(microseconds=micros)
-    except OverflowError:
-        raise DurationError(f"duration [{text}] is too large") from None
+    if micros > MAX_DURATION // timedelta(microseconds=1):
+        raise DurationError(
+            f"duration [{text}] is too large: procflow accepts at most 100 years (36525d)"
+        )
+    return timedelta(microseconds=micros)
 
 
 def parse_short_duration(text: str) -> timedelta:

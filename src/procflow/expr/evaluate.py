@@ -38,9 +38,11 @@ from procflow.expr.functions import FILTERS, FUNCTIONS, check_int
 from procflow.expr.values import (
     MAX_ITEMS,
     comparison_problem,
+    duration_result,
     is_number,
     json_equal,
     kind_of,
+    shift,
     to_utc,
 )
 
@@ -85,11 +87,11 @@ def _add(a: Any, b: Any) -> Any:
             raise ExprEvalError(f"list would have more than {MAX_ITEMS} items")
         return [*a, *b]
     if ka == "timestamp" and kb == "duration":
-        return to_utc(a) + b
+        return shift(a, b)
     if ka == "duration" and kb == "timestamp":
-        return to_utc(b) + a
+        return shift(b, a)
     if ka == "duration" and kb == "duration":
-        return a + b
+        return duration_result(lambda: a + b)
     raise ExprEvalError(f"cannot add {ka} and {kb}")
 
 
@@ -98,11 +100,11 @@ def _sub(a: Any, b: Any) -> Any:
         return _checked(a - b)
     ka, kb = kind_of(a), kind_of(b)
     if ka == "timestamp" and kb == "duration":
-        return to_utc(a) - b
+        return shift(a, b, -1)
     if ka == "timestamp" and kb == "timestamp":
         return to_utc(a) - to_utc(b)
     if ka == "duration" and kb == "duration":
-        return a - b
+        return duration_result(lambda: a - b)
     raise ExprEvalError(f"cannot subtract {kb} from {ka}")
 
 
@@ -110,9 +112,9 @@ def _mul(a: Any, b: Any) -> Any:
     if _num(a) and _num(b):
         return _checked(a * b)
     if isinstance(a, timedelta) and _num(b):
-        return a * b
+        return duration_result(lambda: a * b)
     if _num(a) and isinstance(b, timedelta):
-        return b * a
+        return duration_result(lambda: b * a)
     raise ExprEvalError(f"cannot multiply {kind_of(a)} and {kind_of(b)}")
 
 
@@ -124,7 +126,7 @@ def _div(a: Any, b: Any) -> Any:
     if isinstance(a, timedelta) and _num(b):
         if b == 0:
             raise ExprEvalError("division by zero")
-        return a / b
+        return duration_result(lambda: a / b)
     if isinstance(a, timedelta) and isinstance(b, timedelta):
         if not b:
             raise ExprEvalError("division by a zero duration")
@@ -212,7 +214,8 @@ class _Evaluator:
                 if _num(value):
                     return _checked(-value)
                 if isinstance(value, timedelta):
-                    return self.guard(lambda: -value, node.offset)
+                    delta = value
+                    return self.guard(lambda: duration_result(lambda: -delta), node.offset)
                 raise ExprEvalError(
                     f"[-] needs a number or a duration, got {kind_of(value)} "
                     f"from [{to_source(operand)}]",

@@ -25,6 +25,7 @@ from procflow.expr.values import (
     kind_of,
     parse_timestamp,
     render_text,
+    shift,
     to_json_text,
     to_utc,
 )
@@ -100,9 +101,9 @@ def _shift(name: str, sign: int) -> Callable[[Any, list[Any]], Any]:
         start = as_timestamp(value, f"filter [{name}]")
         delta = as_duration(args[0], f"filter [{name}]")
         try:
-            return start + delta * sign
-        except OverflowError:
-            raise ExprEvalError(f"filter [{name}]: timestamp out of range") from None
+            return shift(start, delta, sign)
+        except ExprEvalError as exc:
+            raise ExprEvalError(f"filter [{name}]: {exc.message}") from None
 
     return apply
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from procflow.expr.ast import Attr, Expr, Item, Literal, Name, Path, children
+from procflow.expr.constants import constant_problems
 from procflow.expr.functions import FUNCTIONS
 from procflow.expr.kinds import NameKinds, comparison_problems
 from procflow.expr.parser import suggest
@@ -217,9 +218,10 @@ def _kind_in(scope: StaticScope) -> NameKinds:
 
 def check(expr: Expr, scope: StaticScope) -> list[Problem]:
     """Problems with the names (and known paths) ``expr`` reads, then with the comparisons of
-    values whose kinds are known, each in source order."""
+    values whose kinds are known, then with written-out durations and timestamps, each in
+    source order."""
     problems = _name_problems(expr, scope)
-    kinds = comparison_problems(expr, _kind_in(scope))
+    kinds = comparison_problems(expr, _kind_in(scope)) + constant_problems(expr)
     return problems + [Problem(offset, message) for offset, message in kinds]
 
 

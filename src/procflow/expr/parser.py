@@ -10,7 +10,6 @@ checked too (so walks over it never do).
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from datetime import timedelta
 
@@ -35,6 +34,7 @@ from procflow.expr.ast import (
     children,
 )
 from procflow.expr.functions import FILTERS, FUNCTIONS, arity_text
+from procflow.expr.hints import close_match
 from procflow.expr.lexer import MAX_LENGTH, Lexer, Token
 
 __all__ = ["MAX_DEPTH", "parse", "parse_at", "suggest"]
@@ -61,9 +61,10 @@ _BINARY = {
 
 
 def suggest(name: str, candidates: Iterable[str]) -> str:
-    """``; did you mean [x]?`` when a candidate is close, else the empty string."""
-    close = difflib.get_close_matches(name, sorted(set(candidates)), n=1)
-    return f"; did you mean [{close[0]}]?" if close else ""
+    """``; did you mean [x]?`` when a candidate is close, else the empty string (the work is
+    bounded: :mod:`procflow.expr.hints`)."""
+    match = close_match(name, candidates)
+    return f"; did you mean [{match.name}]?" if match else ""
 
 
 class _Parser:

@@ -10,25 +10,28 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from procflow.errors import ExprEvalError
-from procflow.expr.duration import format_duration
+from procflow.expr.duration import format_duration, format_short_duration
 
 __all__ = [
     "INT_MAX",
     "MAX_ITEMS",
     "comparison_problem",
+    "duration_result",
     "format_timestamp",
     "is_number",
     "json_equal",
     "kind_of",
     "parse_timestamp",
     "render_text",
+    "shift",
     "to_json_text",
     "to_utc",
+    "years_problem",
 ]
 
 # Results outside a signed 64-bit integer are refused: they cannot be stored portably (SQLite,
@@ -38,6 +41,7 @@ INT_MAX = 2**63 - 1
 MAX_ITEMS = 1_000_000
 
 _DATE_ONLY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_YEAR_BEYOND = re.compile(r"(?:[+-][0-9]{4,}|[0-9]{5,}|0000)-[0-9]{2}-[0-9]{2}(?:$|[T ])")
 
 
 def is_number(value: Any) -> bool:
@@ -94,13 +98,37 @@ def comparison_problem(op: str, left: str, right: str) -> str | None:
     return f"[{op}] cannot compare {left} with {right}{hint}"
 
 
+_YEARS = "the years 0001 to 9999"  # what Python's datetime (and so procflow) represents
+
+
 def to_utc(value: datetime) -> datetime:
     try:
         if value.tzinfo is None or value.utcoffset() is None:
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)
     except OverflowError:
-        raise ExprEvalError("timestamp out of range") from None
+        raise ExprEvalError(f"timestamp out of range: in UTC it falls outside {_YEARS}") from None
+
+
+def shift(start: datetime, delta: timedelta, sign: int = 1) -> datetime:
+    """``start + sign * delta``, refused with a clear message outside the representable years."""
+    begin = to_utc(start)
+    try:
+        return begin + delta * sign
+    except OverflowError:
+        op = "+" if sign > 0 else "-"
+        shown = f"{format_timestamp(begin)} {op} {format_short_duration(delta)}"
+        raise ExprEvalError(f"timestamp out of range: {shown} falls outside {_YEARS}") from None
+
+
+def duration_result(compute: Callable[[], timedelta]) -> timedelta:
+    """A duration computed by ``compute``, refused when it does not fit (±999,999,999 days)."""
+    try:
+        return compute()
+    except (OverflowError, ValueError):
+        raise ExprEvalError(
+            f"duration out of range: beyond {timedelta.max.days:,} days either way"
+        ) from None
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -160,6 +188,9 @@ def parse_timestamp(text: str) -> datetime:
             raise ValueError
         parsed = datetime.fromisoformat(stripped)
     except ValueError:
+        problem = years_problem(stripped)
+        if problem:
+            raise ExprEvalError(problem) from None
         raise ExprEvalError(
             f"[{text}] is not an ISO-8601 timestamp (e.g. 2027-01-10T09:00:00Z or 2027-01-10)"
         ) from None
@@ -167,7 +198,29 @@ def parse_timestamp(text: str) -> datetime:
         raise ExprEvalError(
             f"timestamp [{text}] has no time zone; add Z (UTC) or an offset such as +02:00"
         )
-    return to_utc(parsed)
+    try:
+        return to_utc(parsed)
+    except ExprEvalError:
+        raise ExprEvalError(f"timestamp [{text}] falls outside {_YEARS} in UTC") from None
+
+
+def years_problem(text: str) -> str | None:
+    """Why ``text``, a date or date-time, names a moment procflow cannot represent (a year
+    outside 0001..9999, written or once in UTC); None when it does not (or is no timestamp)."""
+    stripped = text.strip()
+    if _YEAR_BEYOND.match(stripped):
+        return f"timestamp [{text}] is outside {_YEARS}"
+    try:
+        parsed = datetime.fromisoformat(stripped) if len(stripped) <= 64 else None
+    except ValueError:
+        return None
+    if parsed is None or parsed.tzinfo is None or parsed.utcoffset() is None:
+        return None
+    try:
+        parsed.astimezone(UTC)
+    except OverflowError:
+        return f"timestamp [{text}] falls outside {_YEARS} in UTC"
+    return None
 
 
 def _json_default(value: Any) -> Any:

@@ -12,11 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 from procflow.config import raw
-from procflow.errors import ExprSyntaxError
+from procflow.errors import ExprSyntaxError, UsageError
 from procflow.expr import (
     ANY,
     KindShape,
@@ -30,6 +29,8 @@ from procflow.expr import (
     compile_value,
     parse_template,
 )
+from procflow.expr.values import years_problem
+from procflow.model.files import read_text
 from procflow.model.reader import Reader
 from procflow.model.source import Pos
 from procflow.model.yamlsrc import YMap, YNode, YScalar, YSeq, kind_name, to_plain
@@ -91,7 +92,8 @@ def input_shape(type_: str | None) -> Shape:
 
 
 def is_instant(text: str) -> bool:
-    """An ISO-8601 date, or a date-time with an offset (``Z`` or ``+hh:mm``)."""
+    """An ISO-8601 date, or a date-time with an offset (``Z`` or ``+hh:mm``), that falls in the
+    years 0001 to 9999 in UTC (see :func:`procflow.expr.values.years_problem`)."""
     if _DATE.match(text):
         try:
             date.fromisoformat(text)
@@ -99,7 +101,7 @@ def is_instant(text: str) -> bool:
             return False
         return True
     try:
-        return datetime.fromisoformat(text).tzinfo is not None
+        return datetime.fromisoformat(text).tzinfo is not None and years_problem(text) is None
     except ValueError:
         return False
 
@@ -255,8 +257,8 @@ class Exprs:
         if not path:
             return frozenset()
         try:
-            lines = Path(path).read_text(encoding="utf-8").splitlines()
-        except OSError:
+            lines = read_text(path).splitlines()
+        except (UsageError, UnicodeDecodeError):
             return frozenset()
         return frozenset(
             line.split("=", 1)[0].strip()

@@ -10,6 +10,7 @@ from typing import Any
 
 from procflow.errors import ExprSyntaxError
 from procflow.expr import ANY, ObjectShape, Shape, parse_template
+from procflow.expr.hints import close_match
 from procflow.model.flow_core import Body, closed, iterations
 from procflow.model.flow_exprs import literal_mismatch, shape_of_type
 from procflow.model.flow_ids import RESERVED
@@ -25,7 +26,7 @@ from procflow.model.ir import (
     SetStep,
 )
 from procflow.model.reader import Reader
-from procflow.model.source import suggest
+from procflow.model.source import did_you_mean, listing, suggest
 from procflow.model.yamlsrc import YEntry, YMap, YScalar, kind_name
 
 
@@ -86,12 +87,14 @@ class StepCompiler(SeedConstructs):
         for name, arg in args.entries.items():
             field = schema.get(name)
             if field is None:
-                typos.update(c for c in schema if suggest(name, [c]))
+                near = close_match(name, schema)
+                if near is not None:
+                    typos.add(near.name)
                 self.r.error(
                     arg.key_pos,
                     context,
-                    f"{entry.key} has no arg [{name}]{suggest(name, schema)}"
-                    + (f" (args: {', '.join(schema)})" if schema else " (it takes no args)"),
+                    f"{entry.key} has no arg [{name}]{did_you_mean(near)}"
+                    + (f" (args: {listing(schema)})" if schema else " (it takes no args)"),
                 )
                 continue
             value = arg.value

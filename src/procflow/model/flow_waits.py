@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from procflow.expr import ANY, Shape, Template
+from procflow.expr.values import years_problem
 from procflow.model.flow_core import REPEAT_KEYS, WAIT_KEYS, Body, StepCore, closed, iterations
 from procflow.model.flow_exprs import Scope, is_instant, literal_mismatch
 from procflow.model.ir import EventSpec, FlowStep, RepeatStep, SchemaField, WaitForStep, WaitStep
 from procflow.model.reader import Reader
-from procflow.model.source import suggest
+from procflow.model.source import listing, suggest
 from procflow.model.yamlsrc import YMap, YNode, YScalar, kind_name
 
 
@@ -67,10 +68,13 @@ class SeedConstructs(StepCore):
     def _check_until(self, node: YScalar, context: str) -> bool:
         if is_instant(str(node.value)):
             return True
+        beyond = years_problem(str(node.value))
         self.r.error(
             node.pos,
             context,
-            f"wait.until [{node.value}] is not an ISO-8601 timestamp with an offset "
+            f"wait.until: {beyond}"
+            if beyond
+            else f"wait.until [{node.value}] is not an ISO-8601 timestamp with an offset "
             "(2027-01-10T09:00:00Z) or a date (2027-01-10)",
         )
         return False
@@ -164,9 +168,10 @@ class SeedConstructs(StepCore):
                     f"match is missing [{key}], a correlate_on key of {event}",
                 )
                 ok = False
+        correlated = set(keys)
+        declared = listing([f"[{k}]" for k in keys]) or "nothing"
         for key, entry in match.entries.items():
-            if key not in keys:
-                declared = ", ".join(f"[{k}]" for k in keys) or "nothing"
+            if key not in correlated:
                 self.r.error(
                     entry.key_pos,
                     context,

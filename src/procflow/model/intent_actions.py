@@ -28,9 +28,11 @@ def set_field(args: YMap, proc: Proc, step: StepNode) -> SetField | None:
     entity = proc.needs_record(key_pos(args, "setField"), context, "setField")
     field = entity.field(name) if entity is not None and name is not None else None
     if entity is not None and name is not None and field is None:
-        hint = suggest(name, [f.name for f in entity.fields])
-        if entity.relation(name) is not None:
-            hint = "; it is a relation — use setRelationField"
+        hint = (
+            "; it is a relation — use setRelationField"
+            if entity.relation(name) is not None
+            else suggest(name, (f.name for f in entity.fields))
+        )
         reader.error(
             args.entries["setField"].value.pos,
             context,
@@ -109,10 +111,12 @@ def set_relation(args: YMap, proc: Proc, step: StepNode) -> SetRelationField | N
     rel = entity.relation(name)
     name_pos = args.entries["setRelationField"].value.pos
     if rel is None or not rel.to_one:
-        to_one = [r.name for r in entity.relations if r.to_one]
-        hint = f"; it is a {rel.kind} relation" if rel else suggest(name, to_one)
-        if rel is None and entity.field(name) is not None:
+        if rel is not None:
+            hint = f"; it is a {rel.kind} relation"
+        elif entity.field(name) is not None:
             hint = "; it is a field — use setField"
+        else:
+            hint = suggest(name, (r.name for r in entity.relations if r.to_one))
         reader.error(
             name_pos,
             context,

@@ -20,7 +20,7 @@ from procflow.model.intent_values import (
 )
 from procflow.model.ir import Entity, Field, FieldType, Relation, RelationKind
 from procflow.model.reader import Reader
-from procflow.model.source import Pos, suggest
+from procflow.model.source import Pos, listing, suggest
 from procflow.model.yamlsrc import YMap, YNode, YScalar, kind_name
 
 ENTITY_KEYS = ("name", "description", "function", "kind", "fields", "relations")
@@ -33,6 +33,7 @@ FIELD_KEYS = (
     "precision", "scale", "description",
 )  # fmt: skip
 FIELD_NOT_RUN = ("calculatedOnCreate", "calculatedOnUpdate", "pattern", "visibleTo")
+_FLAGS = frozenset(("primaryKey", "generated", "required", "unique"))
 RELATION_KEYS = ("name", "kind", "to", "function", "init", "required", "description")
 ENTITY_FUNCTIONS = ("Setting", "Document", "DocumentItem", "Master", "Detail", "List")
 RELATION_KINDS = ("manyToOne", "oneToOne", "oneToMany", "manyToMany")
@@ -44,6 +45,27 @@ class SeededRow:
     name: str | None
 
 
+@dataclass(frozen=True)
+class SeedIndex:
+    """An entity's seed ids and seeded names → the seed id (the first row wins)."""
+
+    rows: int
+    ids: dict[int | str, int]
+    names: tuple[str, ...]
+    id_texts: tuple[str, ...]
+
+    @classmethod
+    def of(cls, rows: list[SeededRow]) -> SeedIndex:
+        ids: dict[int | str, int] = {}
+        for row in rows:
+            ids.setdefault(row.id, row.id)
+        names = tuple(r.name for r in rows if r.name is not None)
+        for row in rows:  # an id (int) and a name (str) never collide as keys
+            if row.name is not None:
+                ids.setdefault(row.name, row.id)
+        return cls(len(rows), ids, names, tuple(str(r.id) for r in rows))
+
+
 @dataclass
 class Catalog:
     """Every entity and seeded value of the file, for the processes to resolve names against."""
@@ -52,6 +74,8 @@ class Catalog:
     entities: dict[str, Entity] = field(default_factory=dict)
     declared: dict[str, str | None] = field(default_factory=dict)  # entity name → function
     seeded: dict[str, list[SeededRow]] = field(default_factory=dict)
+    _indexes: dict[str, SeedIndex] = field(default_factory=dict)
+    _records: dict[tuple[str, bool], Record] = field(default_factory=dict)
 
     def entity(self, node: YNode | None, context: str, what: str) -> Entity | None:
         """The declared entity ``node`` names; an unknown name is reported with a suggestion."""
@@ -67,14 +91,28 @@ class Catalog:
             )
         return found
 
+    def _seed_index(self, entity: str) -> SeedIndex:
+        """The seeds of ``entity``, indexed once rather than scanned for every reference (and
+        built again only if rows were added since)."""
+        rows = self.seeded.get(entity, [])
+        cached = self._indexes.get(entity)
+        if cached is None or cached.rows != len(rows):
+            cached = self._indexes[entity] = SeedIndex.of(rows)
+        return cached
+
     def record(self, entity: Entity, action: bool = False) -> Record:
-        """The names an expression about a record of ``entity`` may read."""
+        """The names an expression about a record of ``entity`` may read (made once per entity:
+        every expression of every step asks)."""
+        cached = self._records.get((entity.name, action))
+        if cached is not None and cached.entity is entity:
+            return cached
         related = {
             r.name: e
             for r in entity.relations
             if r.to_one and (e := self.entities.get(r.to)) is not None
         }
-        return Record(entity, related, action)
+        made = self._records[entity.name, action] = Record(entity, related, action)
+        return made
 
     def resolve(self, entity: str, node: YNode, context: str, what: str) -> int | None:
         """A seed id or seeded name of ``entity`` → the seed id (reported when it is neither)."""
@@ -93,15 +131,14 @@ class Catalog:
                 f"add rows for it under seeds:",
             )
             return None
-        for row in rows:
-            if row.id == value or (isinstance(value, str) and row.name == value):
-                return row.id
-        names = [r.name for r in rows if r.name is not None]
+        index = self._seed_index(entity)
+        found = index.ids.get(value)
+        if found is not None:
+            return found
         if isinstance(value, int):
-            ids = ", ".join(str(r.id) for r in rows)
-            hint = f" (seeded ids: {ids})"
+            hint = f" (seeded ids: {listing(index.id_texts)})"
         else:
-            hint = suggest(value, names) or f" (seeded names: {', '.join(names)})"
+            hint = suggest(value, index.names) or f" (seeded names: {listing(index.names)})"
         self.reader.error(
             node.pos, context, f"{what} [{value}] is not a seeded value of [{entity}]{hint}"
         )
@@ -219,7 +256,7 @@ def _entity_function(node: YMap, context: str, reader: Reader) -> str | None:
 
 def _fields(node: YMap, context: str, reader: Reader) -> tuple[list[Field], bool]:
     """The entity's fields, and whether every one of them compiled."""
-    fields: list[Field] = []
+    fields: dict[str, Field] = {}
     complete = True
     for item in reader.seq(node.get("fields"), context, "fields"):
         fnode = reader.map(item, context, "each field")
@@ -227,11 +264,11 @@ def _fields(node: YMap, context: str, reader: Reader) -> tuple[list[Field], bool
         if compiled is None:
             complete = False
             continue
-        if any(f.name == compiled.name for f in fields):
+        if compiled.name in fields:
             reader.error(compiled.pos, context, f"field [{compiled.name}] is declared twice")
             continue
-        fields.append(compiled)
-    return fields, complete
+        fields[compiled.name] = compiled
+    return list(fields.values()), complete
 
 
 def _field(node: YMap, entity_context: str, reader: Reader) -> Field | None:
@@ -248,10 +285,9 @@ def _field(node: YMap, entity_context: str, reader: Reader) -> Field | None:
             + suggest(type_, FIELD_TYPES),
         )
         type_ = None
-    flags = {
-        k: bool(reader.boolean(node.get(k), context, k))
-        for k in ("primaryKey", "generated", "required", "unique")
-    }
+    flags = dict.fromkeys(_FLAGS, False)
+    for k in _FLAGS.intersection(node.entries):  # most fields set none of them
+        flags[k] = bool(reader.boolean(node.get(k), context, k))
     length = _positive(node, "length", context, reader)
     precision = _positive(node, "precision", context, reader)
     scale = reader.integer(node.get("scale"), context, "scale")

@@ -12,6 +12,8 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from procflow.errors import UsageError
+from procflow.model.files import read_text
 from procflow.model.reader import IDENT
 from procflow.model.source import suggest
 
@@ -55,7 +57,7 @@ class DelegateResolver:
             return info.problem
         stmt = info.names.get(target.attr)
         if stmt is None:
-            near = suggest(target.attr, [n for n in info.names if not n.startswith("_")])
+            near = suggest(target.attr, (n for n in info.names if not n.startswith("_")))
             return f"{info.file} defines no [{target.attr}]{near}"
         if isinstance(stmt, ast.ClassDef) and not stmt.bases and not _has_method(stmt, "execute"):
             return (
@@ -81,10 +83,10 @@ class DelegateResolver:
 
 def _read(path: Path, shown: str) -> ModuleInfo:
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=shown)
+        tree = ast.parse(read_text(str(path)), filename=shown)
     except SyntaxError as exc:
         return ModuleInfo(shown, problem=f"{shown} cannot be parsed (line {exc.lineno}: {exc.msg})")
-    except (OSError, UnicodeDecodeError) as exc:
+    except (UsageError, UnicodeDecodeError) as exc:
         return ModuleInfo(shown, problem=f"{shown} cannot be read ({exc})")
     info = ModuleInfo(shown)
     _collect(tree.body, info.names)

@@ -7,6 +7,7 @@ declarations rather than through a generic scope so the messages can say "not a 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -24,6 +25,7 @@ from procflow.expr.ast import (
     Path,
     Unary,
 )
+from procflow.expr.constants import constant_problems
 from procflow.expr.kinds import NameKinds, comparison_problems
 from procflow.model.intent_values import INTEGER_TYPES, NUMBER_TYPES, literal_fits
 from procflow.model.ir import Entity
@@ -49,9 +51,11 @@ class Record:
     related: dict[str, Entity]  # to-one relation name → the related entity (when declared)
     action: bool = False  # ``action`` is a name too (decisions)
 
-    def names(self) -> list[str]:
-        out = [f.name for f in self.entity.fields] + [r.name for r in self.entity.relations]
-        return [*out, ACTION] if self.action else out
+    def names(self) -> Iterator[str]:
+        yield from (f.name for f in self.entity.fields)
+        yield from (r.name for r in self.entity.relations)
+        if self.action:
+            yield ACTION
 
 
 def parse_expr(node: YScalar, text: str, context: str, what: str, reader: Reader) -> Expr | None:
@@ -103,8 +107,7 @@ def path_problem(
         path = ".".join([root, *segments])
         return f"[{path}] goes more than one hop; only fields of directly related records are read"
     if target.field(segments[0]) is None:
-        names = [f.name for f in target.fields]
-        hint = suggest(segments[0], names)
+        hint = suggest(segments[0], (f.name for f in target.fields))
         return f"[{segments[0]}] is not a field of [{target.name}] (via [{root}]){hint}"
     if len(segments) > 1:
         return f"[{root}.{'.'.join(segments)}] goes more than one hop; read {root}.{segments[0]}"
@@ -154,8 +157,10 @@ def check_comparisons(
     expr: Expr, node: YScalar, record: Record, context: str, what: str, reader: Reader
 ) -> None:
     """Report each comparison of two values whose kinds differ, where both kinds are known (a
-    field's type, a literal): it fails whenever it runs (``[==] cannot compare ...``)."""
-    for offset, message in comparison_problems(expr, _name_kind(record)):
+    field's type, a literal): it fails whenever it runs (``[==] cannot compare ...``); and each
+    written-out duration or timestamp that is refused (``duration('3000000d')``)."""
+    found = comparison_problems(expr, _name_kind(record)) + constant_problems(expr)
+    for offset, message in found:
         reader.error(at(node, offset), context, f"{what} [{node.value}]: {message}")
 
 
@@ -198,7 +203,7 @@ def check_guard(
         return
     field = entity.field(left.name)
     if field is None:
-        names = [f.name for f in entity.fields]
+        names = (f.name for f in entity.fields)
         reader.error(
             at(node, left.offset),
             context,

@@ -113,15 +113,44 @@ def _rename_repeated(steps: list[StepNode]) -> set[str]:
     return repeated
 
 
+class Paths:
+    """``start → a → name`` for the steps :meth:`Graph.reach` found (long paths keep both ends).
+
+    Each step's depth and its first step after the start are worked out once, on the first
+    message, so a message costs the same however long its path: a process of 20,000 chained
+    steps may report a problem on each of them."""
+
+    SHOWN = 6  # a longer path shows its first two and last three steps
+
+    def __init__(self, parents: dict[str, str | None]) -> None:
+        self.parents = parents
+        self.depth: dict[str, int] = {}
+        self.first: dict[str, str] = {}  # a step → the step after the start on its path
+
+    def _index(self) -> None:
+        for name, parent in self.parents.items():  # a parent is always reached before its child
+            if parent is None:
+                self.depth[name] = 0
+                continue
+            self.depth[name] = self.depth[parent] + 1
+            self.first[name] = name if self.depth[parent] == 0 else self.first[parent]
+
+    def to(self, name: str) -> str:
+        if not self.depth:
+            self._index()
+        chain = [name]
+        while len(chain) < self.SHOWN and (parent := self.parents.get(chain[-1])) is not None:
+            chain.append(parent)
+        if self.depth[name] >= self.SHOWN:
+            first = self.first[name]
+            chain = [*chain[:3], "…", first, str(self.parents[first])]
+        chain.reverse()
+        return " → ".join(chain)
+
+
 def path_to(parents: dict[str, str | None], name: str) -> str:
-    """``start → a → name`` as found by :meth:`Graph.reach` (long paths keep both ends)."""
-    chain = [name]
-    while (parent := parents.get(chain[-1])) is not None:
-        chain.append(parent)
-    chain.reverse()
-    if len(chain) > 6:
-        chain = [*chain[:2], "…", *chain[-3:]]
-    return " → ".join(chain)
+    """One path of ``parents`` shown (see :class:`Paths` to show several)."""
+    return Paths(parents).to(name)
 
 
 @dataclass(frozen=True)
@@ -171,13 +200,14 @@ def _check_error_values(graph: Graph, start: str, cleanup: str | None, reader: R
     failure_paths_known = not (
         graph.has_open_route(everywhere, ["error"]) or graph.has_open_route(after_failure)
     )
+    calm_paths = Paths(calm)
     for step in users:
         assert step.error_value is not None
         if step.name in calm:
             how = (
                 "it is the abort cleanup step"
                 if step.name == cleanup
-                else f"it is reached without a failure: {path_to(calm, step.name)}"
+                else f"it is reached without a failure: {calm_paths.to(step.name)}"
             )
             reader.error(
                 step.error_value,
@@ -212,6 +242,7 @@ def _check_action_reads(graph: Graph, start: str, reader: Reader) -> None:
             if nxt not in parents:
                 parents[nxt] = step.name
                 queue.append(nxt)
+    paths = Paths(parents)
     for step in users:
         assert step.action_read is not None
         if step.name in parents:
@@ -219,6 +250,6 @@ def _check_action_reads(graph: Graph, start: str, reader: Reader) -> None:
                 step.action_read,
                 step.context,
                 "[action] would be empty here: no userTask is completed before this step on the "
-                f"path {path_to(parents, step.name)}; action is the action that completed the "
+                f"path {paths.to(step.name)}; action is the action that completed the "
                 "most recent userTask",
             )

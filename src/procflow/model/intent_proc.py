@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass, field
 
 from procflow.model.intent_data import Catalog
@@ -113,7 +114,7 @@ class Proc:
             return f"{what} must name a step or end, got {kind_name(node)}"
         target = node.value
         if target != END and target not in self.steps:
-            hint = suggest(target, [*self.steps, END])
+            hint = suggest(target, itertools.chain(self.steps, [END]))
             return f"{what} [{target}] is not a step of this process{hint}"
         if target == here:
             return f"{what} [{target}] routes the step to itself"

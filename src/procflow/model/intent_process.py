@@ -106,7 +106,7 @@ def _business_key(tnode: YMap, proc: Proc, context: str) -> str | None:
     if key is None or node is None or entity is None:
         return key
     if entity.field(key) is None:
-        names = [f.name for f in entity.fields]
+        names = (f.name for f in entity.fields)
         proc.reader.error(
             node.pos,
             context,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from procflow.model.intent_data import Catalog, SeededRow
 from procflow.model.intent_values import describe, value_problem
-from procflow.model.ir import Entity, Form, Relation, Seed
+from procflow.model.ir import Entity, Field, Form, Relation, Seed
 from procflow.model.reader import Reader
 from procflow.model.source import suggest
 from procflow.model.yamlsrc import YMap, YNode, YScalar
@@ -19,19 +20,55 @@ FORM_KEYS = ("name", "forEntity", "fields", "actions")
 # --- seeds -----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _RowShape:
+    """What each seed row of an entity is checked against, worked out once per entity: a row
+    costs its own keys, not the entity's fields (an entity may have tens of thousands)."""
+
+    writable: Mapping[str, int]  # field and to-one relation names → declaration order
+    required: tuple[Field, ...]  # required, with no default, not generated: a row must set them
+    key: Field | None
+
+    @classmethod
+    def of(cls, entity: Entity) -> _RowShape:
+        names = [f.name for f in entity.fields] + [r.name for r in entity.relations if r.to_one]
+        required = tuple(f for f in entity.fields if f.required and f.default is None)
+        return cls(
+            {n: i for i, n in reversed(list(enumerate(names)))},
+            tuple(f for f in required if not f.generated),
+            next((f for f in entity.fields if f.primary_key), None),
+        )
+
+
+@dataclass
+class _Seeding:
+    """The seeds read so far: ids seen per entity (entity → id → line) and row shapes."""
+
+    catalog: Catalog
+    ids: dict[str, dict[int, int]] = field(default_factory=dict)
+    shapes: dict[str, _RowShape] = field(default_factory=dict)
+
+    def shape(self, entity: Entity) -> _RowShape:
+        found = self.shapes.get(entity.name)
+        if found is None:
+            found = self.shapes[entity.name] = _RowShape.of(entity)
+        return found
+
+
 def compile_seeds(items: list[YNode], catalog: Catalog) -> list[Seed]:
     seeds: list[Seed] = []
-    ids: dict[str, dict[int, int]] = {}  # entity → seed id → line first seen
+    seeding = _Seeding(catalog)
     for i, item in enumerate(items):
         node = catalog.reader.map(item, f"seed #{i + 1}", "each seed")
         if node is not None:
-            seed = _seed(node, i, catalog, ids)
+            seed = _seed(node, i, seeding)
             if seed is not None:
                 seeds.append(seed)
     return seeds
 
 
-def _seed(node: YMap, index: int, catalog: Catalog, ids: dict[str, dict[int, int]]) -> Seed | None:
+def _seed(node: YMap, index: int, seeding: _Seeding) -> Seed | None:
+    catalog = seeding.catalog
     reader = catalog.reader
     raw = node.get("name")
     label = raw.value if isinstance(raw, YScalar) and isinstance(raw.value, str) else None
@@ -43,41 +80,42 @@ def _seed(node: YMap, index: int, catalog: Catalog, ids: dict[str, dict[int, int
     for r, item in enumerate(reader.seq(reader.require(node, "rows", context), context, "rows")):
         row = reader.map(item, context, "each row")
         if row is not None and entity is not None:
-            plain = _row(
-                row, f"{context} row {r + 1}", entity, catalog, ids.setdefault(entity.name, {})
-            )
-            rows.append(plain)
+            rows.append(_row(row, f"{context} row {r + 1}", entity, seeding))
     if name is None or entity is None:
         return None
     return Seed(name, entity.name, tuple(rows), node.pos)
 
 
-def _row(
-    row: YMap, context: str, entity: Entity, catalog: Catalog, ids: dict[int, int]
-) -> dict[str, Any]:
-    reader = catalog.reader
-    writable = [f.name for f in entity.fields] + [r.name for r in entity.relations if r.to_one]
-    reader.keys(row, writable, context)
+def _row(row: YMap, context: str, entity: Entity, seeding: _Seeding) -> dict[str, Any]:
+    reader = seeding.catalog.reader
+    shape = seeding.shape(entity)
+    reader.keys(row, shape.writable, context)
+    for f in shape.required:
+        if row.get(f.name) is None:
+            reader.error(row.pos, context, f"required field [{f.name}] is missing")
     plain: dict[str, Any] = {}
-    for f in entity.fields:
-        value_node = row.get(f.name)
-        value = reader.scalar(value_node, context, f"field [{f.name}]")
-        if value_node is None:
-            if f.required and f.default is None and not f.generated:
-                reader.error(row.pos, context, f"required field [{f.name}] is missing")
-            continue
-        problem = value_problem(f.type, f.length, value)
-        if problem:
-            reader.error(value_node.pos, context, f"field [{f.name}] {problem}")
-        elif value is None and f.required:
-            reader.error(value_node.pos, context, f"required field [{f.name}] is null")
+    for key in sorted(row.entries.keys() & shape.writable.keys(), key=shape.writable.__getitem__):
+        declared = entity.field(key)
+        if declared is not None:
+            _row_field(row, declared, context, reader, plain)
         else:
-            plain[f.name] = value
-    for rel in entity.relations:
-        if rel.to_one and row.get(rel.name) is not None:
-            plain[rel.name] = _row_relation(row, rel, context, reader)
-    _register(row, entity, plain, context, catalog, ids)
+            rel = entity.relation(key)
+            assert rel is not None  # a writable name is a field or a to-one relation
+            plain[key] = _row_relation(row, rel, context, reader)
+    _register(row, entity, plain, context, seeding)
     return plain
+
+
+def _row_field(row: YMap, f: Field, context: str, reader: Reader, plain: dict[str, Any]) -> None:
+    value_node = row.entries[f.name].value
+    value = reader.scalar(value_node, context, f"field [{f.name}]")
+    problem = value_problem(f.type, f.length, value)
+    if problem:
+        reader.error(value_node.pos, context, f"field [{f.name}] {problem}")
+    elif value is None and f.required:
+        reader.error(value_node.pos, context, f"required field [{f.name}] is null")
+    else:
+        plain[f.name] = value
 
 
 def _row_relation(row: YMap, rel: Relation, context: str, reader: Reader) -> Any:
@@ -93,17 +131,14 @@ def _row_relation(row: YMap, rel: Relation, context: str, reader: Reader) -> Any
 
 
 def _register(
-    row: YMap,
-    entity: Entity,
-    plain: dict[str, Any],
-    context: str,
-    catalog: Catalog,
-    ids: dict[int, int],
+    row: YMap, entity: Entity, plain: dict[str, Any], context: str, seeding: _Seeding
 ) -> None:
     """Record the row's id (and name) so relations and steps can resolve seeded values."""
-    pk = next((f for f in entity.fields if f.primary_key), None)
+    catalog = seeding.catalog
+    pk = seeding.shape(entity).key
     if pk is None:
         return
+    ids = seeding.ids.setdefault(entity.name, {})
     row_id = plain.get(pk.name)
     if row_id is None:
         if row.get(pk.name) is None:
@@ -131,7 +166,7 @@ def _register(
 
 
 def compile_forms(items: list[YNode], catalog: Catalog) -> list[Form]:
-    forms: list[Form] = []
+    forms: dict[str, Form] = {}
     for i, item in enumerate(items):
         node = catalog.reader.map(item, f"form #{i + 1}", "each form")
         if node is None:
@@ -139,11 +174,11 @@ def compile_forms(items: list[YNode], catalog: Catalog) -> list[Form]:
         form = _form(node, i, catalog)
         if form is None:
             continue
-        if any(f.name == form.name for f in forms):
+        if form.name in forms:
             catalog.reader.error(form.pos, f"form [{form.name}]", "declared twice")
             continue
-        forms.append(form)
-    return forms
+        forms[form.name] = form
+    return list(forms.values())
 
 
 def _form(node: YMap, index: int, catalog: Catalog) -> Form | None:
@@ -154,17 +189,17 @@ def _form(node: YMap, index: int, catalog: Catalog) -> Form | None:
     reader.keys(node, FORM_KEYS, context)
     name = reader.ident(reader.require(node, "name", context), context, "form name")
     entity = catalog.entity(reader.require(node, "forEntity", context), context, "forEntity")
-    fields: list[str] = []
+    fields: dict[str, None] = {}  # a dict keeps the order and finds a repeat at once
     for text, pos in reader.strings(node.get("fields"), context, "fields"):
         if entity is not None and entity.field(text) is None:
-            names = [f.name for f in entity.fields]
+            names = (f.name for f in entity.fields)
             reader.error(
                 pos, context, f"[{text}] is not a field of [{entity.name}]{suggest(text, names)}"
             )
         elif text in fields:
             reader.error(pos, context, f"field [{text}] is listed twice")
         else:
-            fields.append(text)
+            fields[text] = None
     actions = _actions(node, context, reader)
     if name is None or entity is None:
         return None
@@ -172,7 +207,7 @@ def _form(node: YMap, index: int, catalog: Catalog) -> Form | None:
 
 
 def _actions(node: YMap, context: str, reader: Reader) -> list[str]:
-    actions: list[str] = []
+    actions: dict[str, None] = {}
     listed = reader.strings(node.get("actions"), context, "actions")
     if not listed:
         reader.error(
@@ -187,5 +222,5 @@ def _actions(node: YMap, context: str, reader: Reader) -> list[str]:
         if text in actions:
             reader.error(pos, context, f"action [{text}] is listed twice")
         else:
-            actions.append(text)
-    return actions
+            actions[text] = None
+    return list(actions)

@@ -32,7 +32,7 @@ from procflow.model.ir import (
     UserTask,
     WaitRecord,
 )
-from procflow.model.source import suggest
+from procflow.model.source import listing, suggest
 from procflow.model.yamlsrc import YMap, YNode, YScalar, kind_name
 
 # --- userTask --------------------------------------------------------------------------------
@@ -119,7 +119,7 @@ def _check_user_path(node: YNode, path: str, proc: Proc, step: StepNode) -> None
             return
         rel = entity.relation(hop)
         if rel is None or not rel.to_one:
-            to_one = [r.name for r in entity.relations if r.to_one]
+            to_one = (r.name for r in entity.relations if r.to_one)
             problem = f"[{hop}] is not a to-one relation of [{entity.name}]{suggest(hop, to_one)}"
             proc.reader.error(node.pos, step.context, f"assignee path [{path}]: {problem}")
             return
@@ -128,7 +128,7 @@ def _check_user_path(node: YNode, path: str, proc: Proc, step: StepNode) -> None
         return
     f = entity.field(last)
     if f is None:
-        names = [x.name for x in entity.fields]
+        names = (x.name for x in entity.fields)
         problem = f"[{last}] is not a field of [{entity.name}]{suggest(last, names)}"
     elif f.type not in TEXT_TYPES:
         problem = f"[{last}] is {a_type(f.type)} field of [{entity.name}]; a user name is text"
@@ -197,7 +197,7 @@ def _expire(args: YMap, proc: Proc, step: StepNode, here: str | None) -> TaskExp
         entity = proc.needs_record(until_node.pos, context, f"expire until [{until}]")
         f = entity.field(until) if entity is not None else None
         if entity is not None and (f is None or f.type not in ("date", "timestamp")):
-            dated = [x.name for x in entity.fields if x.type in ("date", "timestamp")]
+            dated = (x.name for x in entity.fields if x.type in ("date", "timestamp"))
             why = f"is {a_type(f.type)} field" if f else f"is not a field of [{entity.name}]"
             reader.error(
                 until_node.pos,
@@ -260,6 +260,11 @@ def _wait_when(
     return expr, text
 
 
+def _vias(entity: Entity, trigger: Entity) -> list[str]:
+    """The to-one relations of ``entity`` to ``trigger``: only worked out for a message."""
+    return [r.name for r in entity.relations if r.to_one and r.to == trigger.name]
+
+
 def _via(args: YMap, entity: Entity | None, proc: Proc, step: StepNode) -> str | None:
     """The event entity's to-one relation to the trigger entity (needless for the same entity)."""
     reader, context = proc.reader, step.context
@@ -268,9 +273,9 @@ def _via(args: YMap, entity: Entity | None, proc: Proc, step: StepNode) -> str |
     trigger = proc.entity
     if entity is None or trigger is None:
         return via
-    candidates = [r.name for r in entity.relations if r.to_one and r.to == trigger.name]
     if via is None or node is None:
         if node is None and entity.name != trigger.name:
+            candidates = _vias(entity, trigger)
             example = f" (e.g. via: {candidates[0]})" if candidates else ""
             reader.error(
                 key_pos(args, "onCreate" if "onCreate" in args.entries else "onUpdate"),
@@ -281,7 +286,8 @@ def _via(args: YMap, entity: Entity | None, proc: Proc, step: StepNode) -> str |
         return None
     rel = entity.relation(via)
     if rel is None or not rel.to_one or rel.to != trigger.name:
-        listed = f" (candidates: {', '.join(candidates) or 'none'})"
+        candidates = _vias(entity, trigger)
+        listed = f" (candidates: {listing(candidates) or 'none'})"
         reader.error(
             node.pos,
             context,

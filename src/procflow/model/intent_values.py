@@ -12,6 +12,7 @@ import uuid
 from datetime import date, datetime
 from typing import Any
 
+from procflow.expr.values import years_problem
 from procflow.model.reader import Reader
 from procflow.model.yamlsrc import YMap, YScalar
 
@@ -84,10 +85,18 @@ def _date(value: Any) -> str | None:
             return None
         except ValueError:
             pass
-    return f"must be a date written YYYY-MM-DD, got {describe(value)}"
+    beyond = years_problem(value) if isinstance(value, str) else None
+    return (
+        f"must be a date in the years 0001 to 9999: {beyond}"
+        if beyond
+        else (f"must be a date written YYYY-MM-DD, got {describe(value)}")
+    )
 
 
 def _timestamp(value: Any) -> str | None:
+    beyond = years_problem(value) if isinstance(value, str) else None
+    if beyond:
+        return f"must be a timestamp in the years 0001 to 9999: {beyond}"
     if isinstance(value, str) and len(value) >= 10:
         try:
             datetime.fromisoformat(value)

@@ -7,15 +7,23 @@ its :class:`Pos`. Expressions are parsed once (``Expr``/``Template``/``ValueTree
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 from procflow.expr import Expr, Placeholders, Template, ValueTree
 from procflow.model.source import Pos
 
 END = "end"  # the route literal that ends the path it is on
+
+
+class _HasName(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_Named = TypeVar("_Named", bound=_HasName)
 
 # --- shared --------------------------------------------------------------------------------
 
@@ -85,6 +93,16 @@ class Relation:
         return self.to_one and self.function == "EntityStatus"
 
 
+def by_name(items: Iterable[_Named]) -> dict[str, _Named]:
+    """Items by name, the first one of a name winning (as a scan in order would find it): the
+    lookups below run for every reference in a file and every value a run writes, so they must
+    not scan an entity of 50,000 fields."""
+    index: dict[str, _Named] = {}
+    for item in items:
+        index.setdefault(item.name, item)
+    return index
+
+
 @dataclass(frozen=True, slots=True)
 class Entity:
     name: str
@@ -92,6 +110,14 @@ class Entity:
     fields: tuple[Field, ...]
     relations: tuple[Relation, ...] = ()
     function: str | None = None
+    _fields: Mapping[str, Field] = field(init=False, repr=False, compare=False)
+    _relations: Mapping[str, Relation] = field(init=False, repr=False, compare=False)
+    _key: Field | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_fields", by_name(self.fields))
+        object.__setattr__(self, "_relations", by_name(self.relations))
+        object.__setattr__(self, "_key", next((f for f in self.fields if f.primary_key), None))
 
     @property
     def is_setting(self) -> bool:
@@ -99,13 +125,15 @@ class Entity:
 
     @property
     def primary_key(self) -> Field:
-        return next(f for f in self.fields if f.primary_key)
+        if self._key is None:  # a compiled entity has one: validation requires it
+            raise LookupError(f"entity [{self.name}] declares no primary key")
+        return self._key
 
     def field(self, name: str) -> Field | None:
-        return next((f for f in self.fields if f.name == name), None)
+        return self._fields.get(name)
 
     def relation(self, name: str) -> Relation | None:
-        return next((r for r in self.relations if r.name == name), None)
+        return self._relations.get(name)
 
     @property
     def status_relation(self) -> Relation | None:
@@ -295,18 +323,23 @@ class Process:
     trigger: Trigger | None = None
     vars: tuple[VarDecl, ...] = ()
     abort_on: AbortOn | None = None
+    _steps: Mapping[str, IntentStep] = field(init=False, repr=False, compare=False)
+    _after: Mapping[str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_steps", by_name(self.steps))
+        names = [s.name for s in self.steps]
+        after: dict[str, str] = {}
+        for i, name in enumerate(names):
+            after.setdefault(name, names[i + 1] if i + 1 < len(names) else END)
+        object.__setattr__(self, "_after", after)
 
     def step(self, name: str) -> IntentStep:
-        for s in self.steps:
-            if s.name == name:
-                return s
-        raise KeyError(name)
+        return self._steps[name]
 
     def fall_through(self, name: str) -> str:
         """The step after ``name`` in declaration order, or END past the last one."""
-        names = [s.name for s in self.steps]
-        i = names.index(name)
-        return names[i + 1] if i + 1 < len(names) else END
+        return self._after[name]
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,12 +356,18 @@ class Application:
     seeds: tuple[Seed, ...] = ()
     forms: tuple[Form, ...] = ()
     processes: tuple[Process, ...] = ()
+    _entities: Mapping[str, Entity] = field(init=False, repr=False, compare=False)
+    _forms: Mapping[str, Form] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_entities", by_name(self.entities))
+        object.__setattr__(self, "_forms", by_name(self.forms))
 
     def entity(self, name: str) -> Entity | None:
-        return next((e for e in self.entities if e.name == name), None)
+        return self._entities.get(name)
 
     def form(self, name: str) -> Form | None:
-        return next((f for f in self.forms if f.name == name), None)
+        return self._forms.get(name)
 
 
 # --- connectors --------------------------------------------------------------------------------

@@ -7,9 +7,10 @@ connector points its author at the manifest, not at the flow.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Literal, cast
 
+from procflow.errors import UsageError
+from procflow.model.files import read_text
 from procflow.model.ir import (
     ActionSpec,
     ConfigItem,
@@ -61,8 +62,8 @@ def load_manifest(
     """
     if text is None:
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            text = read_text(path)
+        except (UsageError, UnicodeDecodeError) as exc:
             diags.error(Pos(path, 1, 1, ""), f"cannot read the connector manifest: {exc}")
             return None
     root = load_yaml(text, path, diags)

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable
+import itertools
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
+
+from procflow.expr.hints import Match, close_match
 
 Severity = Literal["error", "warning"]
 
 
-@dataclass(frozen=True, slots=True)
-class Pos:
-    """A place in a definition file: 1-based line and column, plus the node path."""
+class Pos(NamedTuple):
+    """A place in a definition file: 1-based line and column, plus the node path.
+
+    A named tuple rather than a frozen dataclass: every YAML node gets one, and a tuple is built
+    several times faster (it counts in a file of 100,000 nodes)."""
 
     file: str
     line: int
@@ -88,10 +92,24 @@ def suggest(name: str, candidates: Iterable[str]) -> str:
     """A did-you-mean clause (with a leading space) or an empty string.
 
     A name that differs only in case says so, because that is the likeliest typo in YAML keys.
+    The work is bounded (:mod:`procflow.expr.hints`): pass a generator or a view of the names,
+    not a list built for the call.
     """
-    options = sorted(set(candidates))
-    for c in options:
-        if c != name and c.lower() == name.lower():
-            return f"; did you mean [{c}]? (names are case-sensitive)"
-    close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
-    return f"; did you mean [{close[0]}]?" if close else ""
+    return did_you_mean(close_match(name, candidates))
+
+
+def did_you_mean(match: Match | None) -> str:
+    """The clause of :func:`suggest` for a match found already."""
+    if match is None:
+        return ""
+    if match.case_only:
+        return f"; did you mean [{match.name}]? (names are case-sensitive)"
+    return f"; did you mean [{match.name}]?"
+
+
+def listing(names: Collection[str], limit: int = 10) -> str:
+    """``a, b, c`` for a message, the first ``limit`` names and then how many more: a message
+    must not grow with a list of 50,000 names."""
+    shown = list(itertools.islice(names, limit))
+    more = len(names) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more else "")

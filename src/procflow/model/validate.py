@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from procflow.errors import DefinitionError, UsageError
+from procflow.expr.hints import hint_budget
+from procflow.model.files import DEFAULT_MAX_FILE_SIZE, read_text
 from procflow.model.ir import Application, Flow
 from procflow.model.source import Diagnostic, Diagnostics, Pos
 
@@ -22,6 +27,7 @@ class Loaded:
     dialect: Dialect
     definition: Application | Flow | None
     diagnostics: list[Diagnostic]
+    source: str = ""  # the text compiled (what a deploy stores: the file is read once)
 
     @property
     def ok(self) -> bool:
@@ -43,6 +49,26 @@ def dialect_of(path: str) -> Dialect:
 
 def load_text(text: str, path: str, project_dir: str | None = None) -> Loaded:
     """Compile ``text`` as the file ``path`` (its name decides the dialect)."""
+    with _collector_paused(), hint_budget():
+        return _compile(text, path, project_dir)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector paused while a file compiles. The node tree is made of
+    hundreds of thousands of young objects without cycles to collect, and the passes the
+    collector starts every few hundred allocations took 40 % of the time of a large file. (Paused
+    for the whole process: another thread's garbage waits the second or so a file takes.)"""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _compile(text: str, path: str, project_dir: str | None) -> Loaded:
     # Imported here: the compilers pull in the expression language and connector registry,
     # which `procflow --help` should not pay for.
     from procflow.model.yamlsrc import load_yaml
@@ -62,25 +88,28 @@ def load_text(text: str, path: str, project_dir: str | None = None) -> Loaded:
             from procflow.model.registry import ConnectorRegistry
 
             definition = compile_flow(root, path, project, diags, ConnectorRegistry(project))
-    return Loaded(path, dialect, definition, diags.sorted())
+    return Loaded(path, dialect, definition, diags.sorted(), text)
 
 
-def load_file(path: str, project_dir: str | None = None) -> Loaded:
+def load_file(
+    path: str, project_dir: str | None = None, *, max_size: int = DEFAULT_MAX_FILE_SIZE
+) -> Loaded:
+    """Read and compile the file ``path``. A file that cannot be used as given (none there, not
+    a regular file, over ``max_size`` bytes, unreadable) raises :class:`UsageError`."""
+    dialect = dialect_of(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a directory; name a *.intent or *.flow.yaml file") from None
+        text = read_text(path, max_size)
     except UnicodeDecodeError as exc:
         d = Diagnostic("error", f"the file is not UTF-8 text ({exc.reason})", Pos(path, 1, 1, ""))
-        return Loaded(path, dialect_of(path), None, [d])
+        return Loaded(path, dialect, None, [d])
     return load_text(text, path, project_dir)
 
 
-def compile_file(path: str, project_dir: str | None = None) -> Application | Flow:
+def compile_file(
+    path: str, project_dir: str | None = None, *, max_size: int = DEFAULT_MAX_FILE_SIZE
+) -> Application | Flow:
     """The IR of a valid file; raises :class:`DefinitionError` with every problem otherwise."""
-    loaded = load_file(path, project_dir)
+    loaded = load_file(path, project_dir, max_size=max_size)
     if not loaded.ok or loaded.definition is None:
         raise DefinitionError(loaded.diagnostics)
     return loaded.definition

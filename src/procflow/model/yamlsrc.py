@@ -22,6 +22,11 @@ from procflow.model.source import Diagnostics, Pos
 
 Scalar = str | int | float | bool | None
 
+MAX_DEPTH = 64
+"""How deep mappings and lists may nest in a definition file. Building the tree (and compiling
+it) descends once per level, so a file nested a thousand deep would exhaust Python's stack; real
+definitions nest a dozen levels at most."""
+
 
 @dataclass(slots=True)
 class YNode:
@@ -88,8 +93,12 @@ def kind_name(node: YNode) -> str:
 
 
 # YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution)
-_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
-_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_LITERALS: dict[str, Scalar] = {
+    **dict.fromkeys(("", "~", "null", "Null", "NULL"), None),
+    **dict.fromkeys(("true", "True", "TRUE"), True),
+    **dict.fromkeys(("false", "False", "FALSE"), False),
+}
+_NUMBER_START = frozenset("0123456789+-.")  # every other plain scalar is a string
 _INT10 = re.compile(r"^[-+]?[0-9]+$")
 _INT8 = re.compile(r"^0o[0-7]+$")
 _INT16 = re.compile(r"^0x[0-9a-fA-F]+$")
@@ -99,10 +108,10 @@ _NAN = re.compile(r"^\.(?:nan|NaN|NAN)$")
 
 
 def resolve_plain(text: str) -> Scalar:
-    if _NULL.match(text):
-        return None
-    if _BOOL.match(text):
-        return text.lower() == "true"
+    if text in _LITERALS:
+        return _LITERALS[text]
+    if text[0] not in _NUMBER_START:  # most scalars are names: skip the number patterns
+        return text
     if _INT10.match(text):
         return int(text)
     if _INT8.match(text):
@@ -119,28 +128,29 @@ def resolve_plain(text: str) -> Scalar:
 
 
 class _Builder:
+    """Events → nodes. It runs once per event of every file, so it reads the events' slots
+    directly and builds one position per node (a 50,000-field entity is 350,000 events)."""
+
     def __init__(self, file: str, diags: Diagnostics) -> None:
         self.file = file
         self.diags = diags
+        self.depth = 0  # mappings and lists open around the node being built
+        self.too_deep_reported = False
 
     def pos(self, event: ev.Event, path: str) -> Pos:
         mark = event.start_mark
         return Pos(self.file, mark.line + 1, mark.column + 1, path)
 
-    def check_node_event(self, event: ev.Event, path: str) -> None:
+    def check_node_event(self, event: ev.Event, pos: Pos) -> None:
         anchor = getattr(event, "anchor", None)
         if anchor:
             self.diags.error(
-                self.pos(event, path),
-                f"anchors are not allowed (&{anchor}); write the value out where it is used",
+                pos, f"anchors are not allowed (&{anchor}); write the value out where it is used"
             )
         tag = getattr(event, "tag", None)
         if tag:
             tag = str(tag).replace("tag:yaml.org,2002:", "!!")
-            self.diags.error(
-                self.pos(event, path),
-                f"type tags are not allowed ({tag}); write a plain value",
-            )
+            self.diags.error(pos, f"type tags are not allowed ({tag}); write a plain value")
 
     def node(self, first: ev.Event, it: Iterator[ev.Event], path: str) -> YNode:
         if isinstance(first, ev.AliasEvent):
@@ -149,44 +159,109 @@ class _Builder:
                 f"aliases are not allowed (*{first.anchor}); write the value out where it is used",
             )
             return YScalar(self.pos(first, path), None)
-        self.check_node_event(first, path)
+        mark = first.start_mark
+        pos = Pos(self.file, mark.line + 1, mark.column + 1, path)
+        if getattr(first, "anchor", None) or getattr(first, "ctag", None):
+            self.check_node_event(first, pos)
         if isinstance(first, ev.ScalarEvent):
-            style = first.style or None
-            quoted = style is not None and style in "'\"|>"
-            scalar: Scalar = first.value if quoted else resolve_plain(first.value)
-            return YScalar(self.pos(first, path), scalar, quoted, style)
-        if isinstance(first, ev.SequenceStartEvent):
-            seq = YSeq(self.pos(first, path))
-            for event in it:
-                if isinstance(event, ev.SequenceEndEvent):
-                    return seq
-                seq.items.append(self.node(event, it, f"{path}[{len(seq.items)}]"))
-            return seq
-        assert isinstance(first, ev.MappingStartEvent), first
-        mapping = YMap(self.pos(first, path))
+            return self.scalar(first, pos)
+        if self.depth >= MAX_DEPTH:
+            return self.too_deep(pos, it)
+        self.depth += 1
+        try:
+            if isinstance(first, ev.SequenceStartEvent):
+                return self.sequence(pos, it, path)
+            assert isinstance(first, ev.MappingStartEvent), first
+            return self.mapping(pos, it, path)
+        finally:
+            self.depth -= 1
+
+    def too_deep(self, pos: Pos, it: Iterator[ev.Event]) -> YScalar:
+        """A mapping or list past :data:`MAX_DEPTH`: reported (once per file) and skipped, by
+        counting events rather than descending, so no nesting can exhaust Python's stack."""
+        if not self.too_deep_reported:
+            self.too_deep_reported = True
+            self.diags.error(
+                pos,
+                f"nested too deeply: more than {MAX_DEPTH} levels of mappings and lists; "
+                "flatten this part of the definition",
+            )
+        open_ = 1
+        for event in it:
+            if isinstance(event, ev.SequenceStartEvent | ev.MappingStartEvent):
+                open_ += 1
+            elif isinstance(event, ev.SequenceEndEvent | ev.MappingEndEvent):
+                open_ -= 1
+                if open_ == 0:
+                    break
+        return YScalar(pos, None)
+
+    def scalar(self, event: ev.ScalarEvent, pos: Pos) -> YScalar:
+        style = event.style or None
+        quoted = style is not None and style in "'\"|>"
+        value: Scalar = event.value if quoted else resolve_plain(event.value)
+        return YScalar(pos, value, quoted, style)
+
+    def plain_scalar(self, event: ev.ScalarEvent, path: str) -> YScalar:
+        """A scalar value without an anchor: most of a file, so it skips :meth:`node`."""
+        mark = event.start_mark
+        pos = Pos(self.file, mark.line + 1, mark.column + 1, path)
+        if event.ctag:
+            self.check_node_event(event, pos)
+        return self.scalar(event, pos)
+
+    def sequence(self, pos: Pos, it: Iterator[ev.Event], path: str) -> YSeq:
+        seq = YSeq(pos)
+        items = seq.items
+        for event in it:
+            if isinstance(event, ev.SequenceEndEvent):
+                break
+            items.append(self.node(event, it, f"{path}[{len(items)}]"))
+        return seq
+
+    def mapping(self, pos: Pos, it: Iterator[ev.Event], path: str) -> YMap:
+        mapping = YMap(pos)
+        entries = mapping.entries
         for event in it:
             if isinstance(event, ev.MappingEndEvent):
-                return mapping
-            key_node = self.node(event, it, path)
-            key_text = self.key_text(key_node)
-            child_path = f"{path}.{key_text}" if path else key_text
-            key_pos = Pos(self.file, key_node.pos.line, key_node.pos.col, child_path)
-            value = self.node(next(it), it, child_path)
-            if key_text in mapping.entries:
-                earlier = mapping.entries[key_text].key_pos
+                break
+            key_text, key_pos = self.key(event, it, path)
+            value_event = next(it)
+            value = (
+                self.plain_scalar(value_event, key_pos.path)
+                if type(value_event) is ev.ScalarEvent and not value_event.anchor
+                else self.node(value_event, it, key_pos.path)
+            )
+            earlier = entries.get(key_text)
+            if earlier is not None:
                 self.diags.error(
                     key_pos,
-                    f"duplicate key [{key_text}] (first at line {earlier.line}); keep one of them",
+                    f"duplicate key [{key_text}] (first at line {earlier.key_pos.line}); "
+                    "keep one of them",
                 )
                 continue
-            mapping.entries[key_text] = YEntry(key_text, key_pos, value)
+            entries[key_text] = YEntry(key_text, key_pos, value)
         return mapping
 
-    def key_text(self, key: YNode) -> str:
-        if isinstance(key, YScalar):
-            return "" if key.value is None else _scalar_text(key.value)
-        self.diags.error(key.pos, "a mapping key must be a plain name, not a list or mapping")
-        return "?"
+    def key(self, event: ev.Event, it: Iterator[ev.Event], path: str) -> tuple[str, Pos]:
+        """A mapping key's text and its position, whose path names the entry."""
+        mark = event.start_mark
+        if isinstance(event, ev.ScalarEvent) and not event.anchor and not event.ctag:
+            # the common case, without building a node for the key
+            style = event.style or None
+            value = event.value if style and style in "'\"|>" else resolve_plain(event.value)
+            text = value if type(value) is str else "" if value is None else _scalar_text(value)
+        else:
+            key = self.node(event, it, path)
+            if isinstance(key, YScalar):
+                text = "" if key.value is None else _scalar_text(key.value)
+            else:
+                self.diags.error(
+                    key.pos, "a mapping key must be a plain name, not a list or mapping"
+                )
+                text = "?"
+        child_path = f"{path}.{text}" if path else text
+        return text, Pos(self.file, mark.line + 1, mark.column + 1, child_path)
 
 
 def _scalar_text(value: Scalar) -> str:

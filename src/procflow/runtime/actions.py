@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import json
 import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -26,6 +27,7 @@ from contextvars import copy_context
 from dataclasses import dataclass, field
 from typing import Any
 
+from procflow.config import format_size, size_setting
 from procflow.errors import (
     ActionResultError,
     ActionTimeout,
@@ -39,7 +41,8 @@ from procflow.model.ir import ConnectorManifest
 from procflow.model.registry import BUILTIN_PACKAGE, builtin_manifest
 from procflow.runtime import faults
 from procflow.runtime.context import KeptMessage, StepContext, step_logger
-from procflow.runtime.delegates import load_attr
+from procflow.runtime.deadlines import begin_call
+from procflow.runtime.delegates import escaped, load_attr
 from procflow.runtime.secrets import Masker
 from procflow.runtime.transition import OutboxMessage
 
@@ -247,7 +250,31 @@ def _as_result(value: Any, ctx: StepContext) -> dict[str, Any]:
     problem = _json_problem(value, "result")
     if problem is not None:
         raise ActionResultError(f"step [{ctx.step}]: the action's {problem}", step=ctx.step)
+    _check_size(value, ctx)
     return dict(value)
+
+
+RESULT_SIZE = "PROCFLOW_MAX_RESULT_SIZE"
+
+
+def _check_size(value: Mapping[str, Any], ctx: StepContext) -> None:
+    """A result is kept in the run (a flow binds it, and the run row is rewritten with every
+    later step), so one over the limit fails the attempt; retry and onError apply as to any
+    failure. Measured as compact JSON, counting only up to the limit."""
+    limit = size_setting(RESULT_SIZE)
+    size = 0
+    for chunk in _COMPACT.iterencode(value):
+        size += len(chunk.encode("utf-8")) if not chunk.isascii() else len(chunk)
+        if size > limit:
+            raise ActionResultError(
+                f"step [{ctx.step}]: the action's result is over the limit of "
+                f"{format_size(limit)} of JSON a run keeps ({RESULT_SIZE}); return less, e.g. "
+                "a reference to where the data is stored",
+                step=ctx.step,
+            )
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def _json_problem(value: Any, path: str) -> str | None:
@@ -340,6 +367,7 @@ def run_action(
             args=args, config=config, timeout=timeout,
         )  # fmt: skip
         out.logs = lines.lines
+        begin_call(caller.step, timeout)  # the worker watches the attempt's deadline from here
         faults.point("before_delegate")
         try:
             out.result = call_action(fn, ctx, args)
@@ -353,6 +381,8 @@ def run_action(
         out.error, out.final = _message(exc), True
     except Exception as exc:  # the action's failure is the attempt's, whatever it raised
         out.error = _message(exc)
+    except (SystemExit, KeyboardInterrupt) as exc:  # project code must not stop the worker
+        out.error = escaped(exc)
     return _masked(out, Masker([*hide, *secret_config(manifest, config)]))
 
 

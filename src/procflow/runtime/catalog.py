@@ -13,8 +13,15 @@ from dataclasses import dataclass
 from procflow.errors import NotFoundError, UsageError
 from procflow.model.ir import Application, Flow, Process, WaitForStep
 from procflow.model.source import suggest
+from procflow.model.validate import Loaded
 from procflow.runtime.clock import micros
-from procflow.runtime.deploy import Deployed, compile_for_deploy, compile_source, deploy
+from procflow.runtime.deploy import (
+    Deployed,
+    compile_for_deploy,
+    compile_source,
+    compile_text_for_deploy,
+    deploy,
+)
 from procflow.runtime.events import MIN_RETENTION_SECONDS
 from procflow.runtime.flow_state import FlowIndex
 from procflow.store.rows import VersionRow
@@ -119,9 +126,20 @@ class Catalog:
         assert isinstance(app, Application)
         return app
 
-    def deploy(self, path: str, now: int) -> list[Deployed]:
+    def deploy(self, path: str, now: int, max_file_size: int) -> list[Deployed]:
         """Validate ``path`` completely, then store its new versions in one transaction."""
-        loaded, source = compile_for_deploy(path, self.project_dir)
+        loaded, source = compile_for_deploy(path, self.project_dir, max_file_size)
+        return self._store(loaded, source, now)
+
+    def deploy_text(
+        self, text: str, file: str, now: int, max_file_size: int
+    ) -> tuple[list[Deployed], Loaded]:
+        """Deploy a file's text sent as ``file`` (see ``compile_text_for_deploy``); also returns
+        what compiling it found (its warnings)."""
+        loaded = compile_text_for_deploy(text, file, self.project_dir, max_file_size)
+        return self._store(loaded, loaded.source, now), loaded
+
+    def _store(self, loaded: Loaded, source: str, now: int) -> list[Deployed]:
         definition = loaded.definition
         assert definition is not None
         project = self.project_dir or definition.project_dir

@@ -36,6 +36,11 @@ def iso(value: int | None) -> str | None:
     return None if value is None else format_timestamp(to_datetime(value))
 
 
+LATEST = (datetime.max.replace(tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(
+    microseconds=1
+)
+"""The last instant procflow can name (9999-12-31T23:59:59.999999Z), in microseconds."""
+
 VIRTUAL_EPOCH = "2027-01-01T00:00:00Z"
 """Where a virtual clock starts (``procflow db init --virtual-clock``, ``Engine.virtual``)."""
 

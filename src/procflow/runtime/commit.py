@@ -18,6 +18,7 @@ from procflow.runtime.clock import system_now
 from procflow.runtime.delivery import resolve_lookbacks
 from procflow.runtime.flow import FlowCtx
 from procflow.runtime.host import RunHost
+from procflow.runtime.incidents import IncidentCtx
 from procflow.runtime.intent import RunCtx
 from procflow.runtime.lifecycle import on_record_write
 from procflow.runtime.secrets import VarCipher
@@ -28,7 +29,7 @@ from procflow.store.store import RunImage, Tx, run_image
 
 __all__ = ["Committer", "Lease", "Step"]
 
-Step = tuple[RunCtx | FlowCtx, Transition]
+Step = tuple[RunCtx | FlowCtx | IncidentCtx, Transition]
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,9 @@ class Committer:
                 full.append((rc.run, image, self.lease.until(wall), owner))
         return tx.save_held_runs(full, seq_only, owner, wall)
 
-    def _apply(self, tx: Tx, rc: RunCtx | FlowCtx, tr: Transition, now: int, rows: _Rows) -> None:
+    def _apply(
+        self, tx: Tx, rc: RunCtx | FlowCtx | IncidentCtx, tr: Transition, now: int, rows: _Rows
+    ) -> None:
         run_id = rc.run.id
         if tr.lookbacks and isinstance(rc, FlowCtx) and resolve_lookbacks(tx, rc, tr):
             # The run row was saved as waiting; it runs on, still held by this worker.

@@ -83,3 +83,10 @@ def call_delegate(target: Any, ctx: Any, fields: dict[str, Any]) -> Any:
 
         result = asyncio.run(wait())
     return result
+
+
+def escaped(exc: SystemExit | KeyboardInterrupt) -> str:
+    """The step failure for project code that raised ``SystemExit`` or ``KeyboardInterrupt``:
+    caught like any error, so one step can never stop the worker that runs every run."""
+    detail = f"({exc})" if str(exc) else ""
+    return f"the step's code raised {type(exc).__name__}{detail}; a step cannot stop its worker"

@@ -29,11 +29,12 @@ from procflow.store.rows import HistoryRow, RunRow, TokenRow
 from procflow.store.store import Tx
 
 
-def accept_event(host: RunHost, event: Event) -> dict[str, Any]:
+def accept_event(host: RunHost, event: Event, by: str | None = None) -> dict[str, Any]:
     """Accept an event in one transaction: validate, store (a repeated id does nothing),
     deliver it to every matching waiting run, start the flows it triggers. Returns the
     delivery report ``{event_id, duplicate, resumed, started}`` (plus ``errors``: triggers
-    whose guard could not be evaluated)."""
+    whose guard could not be evaluated). ``by``: the user who sent it, recorded on the
+    ``event.received`` of each run it resumes now."""
     spec = event_spec(host, event.type)
     check_payload(event.type, spec, event.data)
     keys = event_keys(spec, event.data)
@@ -46,7 +47,7 @@ def accept_event(host: RunHost, event: Event) -> dict[str, Any]:
         if not tx.insert_event(event.id, event.type, keys, event.data, now):
             report["duplicate"] = True
             return report
-        report["resumed"] = _deliver(host, tx, event, keys, now)
+        report["resumed"] = _deliver(host, tx, event, keys, now, by)
         started, errors = _trigger(host, tx, event, now)
         report["started"] = started
         if errors:
@@ -95,7 +96,7 @@ def _deployed_connector(host: RunHost, name: str) -> ConnectorManifest | None:
     return None
 
 
-def _deliver(host: RunHost, tx: Tx, event: Event, keys: str, now: int) -> list[str]:
+def _deliver(host: RunHost, tx: Tx, event: Event, keys: str, now: int, by: str | None) -> list[str]:
     """Hand ``event`` to every token waiting on (type, keys), each wait consumed once."""
     waits = tx.find_waits(event.type, keys)
     if not waits:
@@ -112,12 +113,14 @@ def _deliver(host: RunHost, tx: Tx, event: Event, keys: str, now: int) -> list[s
         if token is None:
             continue
         run = runs[run_id]
-        _hand_event(tx, run, token, event, now)
+        _hand_event(tx, run, token, event, now, by)
         resumed.append(run_id)
     return list(dict.fromkeys(resumed))
 
 
-def _hand_event(tx: Tx, run: RunRow, token: TokenRow, event: Event, now: int) -> None:
+def _hand_event(
+    tx: Tx, run: RunRow, token: TokenRow, event: Event, now: int, by: str | None
+) -> None:
     assert token.id is not None
     token.state, token.wait = TokenState.READY, None
     token.data["event"] = {"id": event.id, "data": event.data}
@@ -125,10 +128,12 @@ def _hand_event(tx: Tx, run: RunRow, token: TokenRow, event: Event, now: int) ->
     tx.delete_timers_of_tokens([token.id])
     tx.insert_delivery(event.id, run.id)
     run.seq += 1
+    received: dict[str, Any] = {"event_type": event.type, "event_id": event.id}
+    if by is not None:
+        received["by"] = by
     entry = HistoryRow(
-        run.seq, now, "event.received", token.step, token.path, token.attempt,
-        {"event_type": event.type, "event_id": event.id},
-    )  # fmt: skip
+        run.seq, now, "event.received", token.step, token.path, token.attempt, received
+    )
     tx.append_history(run.id, [entry])
     if run.status != RunStatus.FAILED:
         run.status = RunStatus.RUNNING

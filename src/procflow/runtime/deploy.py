@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from procflow.errors import DefinitionError, DeployError, RecordError
+from procflow.errors import DefinitionError, DeployError, RecordError, UsageError
 from procflow.model.ir import Application, Entity, Flow
 from procflow.model.validate import Loaded, load_file, load_text
 from procflow.runtime.records import seed_rows
@@ -29,11 +28,34 @@ class Deployed:
     created: bool  # False: identical content was already the latest version
 
 
-def compile_for_deploy(path: str, project_dir: str | None) -> tuple[Loaded, str]:
-    loaded = load_file(path, project_dir)
+def compile_for_deploy(
+    path: str, project_dir: str | None, max_file_size: int
+) -> tuple[Loaded, str]:
+    loaded = load_file(path, project_dir, max_size=max_file_size)
     if not loaded.ok or loaded.definition is None:
         raise DefinitionError(loaded.diagnostics)
-    return loaded, Path(path).read_text(encoding="utf-8")
+    return loaded, loaded.source  # the text validated, not a second read of the file
+
+
+def compile_text_for_deploy(
+    text: str, file: str, project_dir: str | None, max_file_size: int
+) -> Loaded:
+    """A definition file's text, sent rather than read (the HTTP API), compiled as the file
+    ``file`` (its name decides the dialect) with ``project_dir`` as its project folder (None:
+    the working directory). Newlines are normalised as a file read is, so the same file sent or
+    deployed from disk is the same version."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > max_file_size:
+        raise UsageError(
+            f"{file}: the definition is {size:,} bytes, larger than the limit of "
+            f"{max_file_size:,} bytes (PROCFLOW_MAX_FILE_SIZE)"
+        )
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    loaded = load_text(text, file, project_dir)
+    if not loaded.ok or loaded.definition is None:
+        raise DefinitionError(loaded.diagnostics)
+    return loaded
 
 
 def compile_source(source: str, file: str, project_dir: str) -> Application | Flow:

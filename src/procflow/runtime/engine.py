@@ -8,6 +8,7 @@ rolling it back (:func:`~procflow.runtime.conflicts.retry_on_conflict`).
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import threading
@@ -17,21 +18,23 @@ from datetime import timedelta
 from typing import Any, Self
 
 from procflow.config import Config
-from procflow.errors import NotFoundError, UsageError
+from procflow.errors import ConfigError, DurationError, NotFoundError, ProcflowError, UsageError
 from procflow.expr import parse_duration
 from procflow.model.ir import Application, EventSpec, Flow
-from procflow.runtime import delivery, lifecycle
+from procflow.runtime import delivery, lifecycle, listing
 from procflow.runtime.catalog import Catalog
-from procflow.runtime.clock import VIRTUAL_EPOCH, from_iso, micros, system_now
+from procflow.runtime.clock import LATEST, VIRTUAL_EPOCH, from_iso, micros, system_now
 from procflow.runtime.commit import Committer, Lease
 from procflow.runtime.conflicts import retry_on_conflict
 from procflow.runtime.deploy import Deployed
 from procflow.runtime.events import Event, make_event
+from procflow.runtime.identity import ADMINISTRATOR, Actor, TokenTable, checked_name
 from procflow.runtime.inputs import check_inputs
 from procflow.runtime.intent import RunCtx
+from procflow.runtime.listing import Page
 from procflow.runtime.record_calls import RecordCalls
 from procflow.runtime.secrets import Masker, VarCipher, load_cipher
-from procflow.runtime.starts import insert_flow_run, insert_intent_run
+from procflow.runtime.starts import insert_flow_run
 from procflow.runtime.tasks import complete_task, list_tasks
 from procflow.runtime.transition import Transition
 from procflow.runtime.views import declared_vars, run_json
@@ -55,17 +58,26 @@ class Engine:
         batch: int = 200,
         lease_seconds: float | None = None,
         create: bool = True,
+        slots: int | None = None,
+        step_timeout: str | None = None,
+        stop_timeout: str | None = None,
     ) -> None:
         self.environ = dict(os.environ if environ is None else environ)
         self.config = Config.from_environ(self.environ)
         self.url = url or self.config.database_url
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
-        self.store = Store(self.url)
-        if create:
-            self.store.ensure_ready()
-        if self.store.dialect == "postgresql":
-            load_cipher(self.url, self.environ)  # every worker must share the key: refuse early
+        # ``create``: a database with no store gets one; without it, only an existing store
+        # opens (a mistyped path is refused, not made into a new, empty store).
+        self.store = Store(self.url, create=create)
+        try:
+            self.store.ensure_ready(create=create)
+            if self.store.dialect == "postgresql":
+                load_cipher(self.url, self.environ)  # every worker must share the key
+        except BaseException:
+            self.store.close()
+            raise
         self.catalog = Catalog(self.store, project_dir or self.config.project_dir)
+        self.max_file_size = self.config.max_file_size  # the largest definition file deployed
         self._cipher: VarCipher | None = None
         # The lease owner is unique per engine, not just per --id: a frozen process whose id was
         # reused by its replacement must still fail the lease check when it wakes up.
@@ -75,8 +87,10 @@ class Engine:
         )
         self.committer = Committer(self, lease, lambda: self.cipher)
         self.loop = WorkLoop(
-            self, self.committer, batch=batch, load_vars=self._load_vars,
-            is_virtual=lambda: self.is_virtual,
+            self, self.committer, url=self.url, batch=batch, load_vars=self._load_vars,
+            is_virtual=lambda: self.is_virtual, slots=slots or self.config.slots,
+            step_timeout=_seconds(step_timeout or self.config.step_timeout, "step timeout"),
+            stop_timeout=_seconds(stop_timeout or self.config.stop_timeout, "stop timeout"),
         )  # fmt: skip
         self.record_calls = RecordCalls(self)
 
@@ -96,6 +110,7 @@ class Engine:
         return cls(url, **kwargs)
 
     def close(self) -> None:
+        self.loop.close()
         self.store.close()
 
     @property
@@ -121,6 +136,8 @@ class Engine:
         self._require_virtual()
         if target < self.now():
             raise UsageError("a virtual clock only moves forward")
+        if target > LATEST:
+            raise UsageError("a clock cannot move past 9999-12-31T23:59:59Z")
         while True:
             self.work(until_idle=True)
             due = self.store.read().next_due()
@@ -135,7 +152,10 @@ class Engine:
         delta = parse_duration(duration) if isinstance(duration, str) else duration
         if delta < timedelta(0):
             raise UsageError("a virtual clock only moves forward")
-        self.set_clock(self.now() + micros(delta))
+        target = self.now() + micros(delta)
+        if target > LATEST:
+            raise UsageError(f"advancing by {duration} would move the clock past year 9999")
+        self.set_clock(target)
 
     def _require_virtual(self) -> None:
         if not self.is_virtual:
@@ -147,7 +167,7 @@ class Engine:
     # --- definitions ------------------------------------------------------------------------
 
     def deploy(self, path: str) -> list[Deployed]:
-        return self.catalog.deploy(path, self.now())
+        return self.catalog.deploy(path, self.now(), self.max_file_size)
 
     def latest_flow(self, name: str) -> Flow | None:
         """The latest deployed version of flow ``name``; None when ``name`` is not a flow."""
@@ -172,8 +192,9 @@ class Engine:
         return self.record_calls.update(entity, id_, patch)
 
     @retry_on_conflict
-    def delete_record(self, entity: str, id_: int) -> None:
-        self.record_calls.delete(entity, id_)
+    def delete_record(self, entity: str, id_: int, *, user: str | None = None) -> None:
+        """``user``: who deletes it, recorded on the runs the delete cancels."""
+        self.record_calls.delete(entity, id_, user=user)
 
     def get_record(self, entity: str, id_: int) -> dict[str, Any]:
         return self.record_calls.get(entity, id_)
@@ -184,22 +205,19 @@ class Engine:
     # --- runs -------------------------------------------------------------------------------
 
     @retry_on_conflict
-    def start(self, name: str, *, record: tuple[str, int]) -> str:
-        """Start a run of a trigger-less process for a record (``procflow start``)."""
-        with self.store.tx() as tx:
-            hint = f"[{name}] is a flow; start it with --input/--inputs"
-            version = self.catalog.startable(tx, name, "intent", hint)
-            _, process = self.catalog.process(version.id, name, tx)
-            entity, id_ = record
-            if tx.record(entity, id_) is None:
-                raise NotFoundError.record(entity, id_)
-            run_id = insert_intent_run(tx, version.id, process, self.now(), record, str(id_))
-            assert run_id is not None
-            return run_id
+    def start(
+        self, name: str, *, record: tuple[str, int], again: bool = False, user: str | None = None
+    ) -> str:
+        """Start a run of an intent process for a record (``procflow start``): a record of its
+        trigger's entity (without a trigger: of an entity of its application). A triggered
+        process runs at most once per record unless ``again`` (see ``RecordCalls.start``).
+        ``user`` (here and on the other run calls): who asked, recorded as the history's ``by``."""
+        return self.record_calls.start(name, record, again=again, user=user)
 
     @retry_on_conflict
-    def start_flow(self, name: str, inputs: Mapping[str, Any]) -> str:
+    def start_flow(self, name: str, inputs: Mapping[str, Any], *, user: str | None = None) -> str:
         """Start a run of a deployed flow with ``inputs`` (checked before anything is stored)."""
+        user = checked_name(user)
         with self.store.tx() as tx:
             hint = (
                 f"[{name}] is an intent process; start it for a record with --record "
@@ -208,28 +226,36 @@ class Engine:
             version = self.catalog.startable(tx, name, "flow", hint)
             _, flow = self.catalog.flow(version.id, tx)
             values = check_inputs(flow, inputs)
-            run_id = insert_flow_run(tx, version.id, flow, values, self.now())
+            run_id = insert_flow_run(tx, version.id, flow, values, self.now(), by=user)
             assert run_id is not None
             return run_id
 
     @retry_on_conflict
-    def cancel(self, run_id: str) -> None:
+    def cancel(self, run_id: str, *, user: str | None = None) -> None:
+        by = checked_name(user)
         with self.store.tx() as tx:
-            lifecycle.cancel_by_operator(tx, run_id, self.now())
+            lifecycle.cancel_by_operator(tx, run_id, self.now(), by)
 
     @retry_on_conflict
-    def retry(self, run_id: str) -> None:
+    def retry(self, run_id: str, *, user: str | None = None) -> None:
         """Re-attempt a failed run's failed step with a fresh retry budget."""
+        by = checked_name(user)
         with self.store.tx() as tx:
-            lifecycle.retry_run(tx, run_id, self.now())
+            lifecycle.retry_run(tx, run_id, self.now(), by)
 
     def show(self, run_id: str, history: int | None = None) -> dict[str, Any]:
         """``runs show --json``: the run, its tokens and why they wait, vars masked, history."""
+        if history is not None and history < 0:
+            raise UsageError(f"the number of history entries must be 0 or more, not {history}")
         reader = self.store.read()
         run = reader.run(run_id)
         if run is None:
             raise NotFoundError.run(run_id)
-        compiled = self.catalog.compiled(run.version_id)
+        try:
+            compiled = self.catalog.compiled(run.version_id)
+        except ProcflowError:  # its definition no longer compiles (that may be its incident)
+            version = reader.version(run.version_id).version
+            return run_json(reader, run_id, version, [], history)
         names = declared_vars(compiled.definition, run.name)
         return run_json(reader, run_id, compiled.version.version, names, history)
 
@@ -239,15 +265,80 @@ class Engine:
     def runs_for_record(self, entity: str, id_: int) -> list[RunRow]:
         return self.store.read().runs_for_record(entity, id_)
 
+    # --- what the faces list: one shape each, pages newest first (see ``listing``) ----------
+
+    def runs_page(
+        self, status: str | None = None, name: str | None = None, *, limit: int = 50,
+        before: str | None = None,
+    ) -> Page[str]:  # fmt: skip
+        """``runs list --json`` items after the run ``before`` (None: from the newest)."""
+        return listing.runs_page(self.store.read(), status, name, limit, before)
+
+    def tasks_page(
+        self, assignee: str | None = None, *, limit: int = 50, before: int | None = None
+    ) -> Page[int]:
+        """Open tasks (``tasks list --json`` items) after the task ``before``."""
+        return listing.tasks_page(self.store.read(), assignee, limit, before)
+
+    def task(self, task_id: int) -> dict[str, Any]:
+        """One task, open or not (a closed one with its outcome)."""
+        return listing.one_task(self.store.read(), task_id)
+
+    def records_page(self, entity: str, *, limit: int = 50, before: int | None = None) -> Page[int]:
+        """Record JSON of ``entity``'s records after the one with id ``before``."""
+        return listing.records_page(self.store.read(), self.catalog, entity, limit, before)
+
+    def record_key(self, entity: str) -> str:
+        """The field holding the id of ``entity``'s records (its primary key)."""
+        return listing.record_key(self.store.read(), self.catalog, entity)
+
+    def outbox_page(self, *, limit: int = 50, before: int | None = None) -> Page[int]:
+        """Kept messages (``outbox list --json`` items) after the message ``before``."""
+        return listing.outbox_page(self.store.read(), limit, before)
+
+    def list_outbox(self) -> list[dict[str, Any]]:
+        """Every kept message, oldest first (``outbox list --json``)."""
+        return [listing.outbox_json(m) for m in self.store.read().outbox()]
+
+    def definitions_page(self, *, limit: int = 50, before: int | None = None) -> Page[int]:
+        """Definitions after the one whose first version is ``before``, newest first."""
+        return listing.definitions_page(self.store.read(), limit, before)
+
+    def list_definitions(self) -> list[dict[str, Any]]:
+        """Every deployed definition by name (``definitions list --json``)."""
+        reader = self.store.read()
+        return [listing.definition_json(reader, *d) for d in reader.definitions()]
+
+    def definition(self, name: str) -> dict[str, Any]:
+        """One deployed definition with its versions (a ``definitions list --json`` item)."""
+        return listing.one_definition(self.store.read(), name)
+
+    def definition_version(self, name: str, version: int | None = None) -> Application | Flow:
+        """The definition ``name`` at ``version`` (None: the latest) as compiled, to draw it
+        (an intent process: the application declaring it)."""
+        reader = self.store.read()
+        row = listing.version_row(reader, name, version)
+        return self.catalog.compiled(row.id, reader).definition
+
+    def deploy_text(self, text: str, file: str) -> dict[str, Any]:
+        """Deploy a definition file's text, sent as the file named ``file`` (the HTTP API), with
+        this engine's project folder (else the working directory); the report: ``{deployed:
+        [...], warnings: [...]}``."""
+        done, loaded = self.catalog.deploy_text(text, file, self.now(), self.max_file_size)
+        return listing.deploy_report_json(done, loaded.diagnostics)
+
     # --- events and tasks -------------------------------------------------------------------
 
-    def send_event(self, type_: str, data: Any = None, id_: str | None = None) -> dict[str, Any]:
+    def send_event(
+        self, type_: str, data: Any = None, id_: str | None = None, *, user: str | None = None
+    ) -> dict[str, Any]:
         """Accept an event (see :func:`procflow.runtime.delivery.accept_event`)."""
-        return self.accept_event(make_event(type_, data, id_))
+        return self.accept_event(make_event(type_, data, id_), user=user)
 
     @retry_on_conflict
-    def accept_event(self, event: Event) -> dict[str, Any]:
-        return delivery.accept_event(self, event)
+    def accept_event(self, event: Event, *, user: str | None = None) -> dict[str, Any]:
+        """``user``: who sent it, recorded on the ``event.received`` of the runs it resumes."""
+        return delivery.accept_event(self, event, checked_name(user))
 
     def event_spec(self, type_: str) -> EventSpec:
         return delivery.event_spec(self, type_)
@@ -262,10 +353,29 @@ class Engine:
         task_id: int,
         action: str | None = None,
         data: Mapping[str, Any] | None = None,
-        user: str | None = None,
+        user: Actor | str | None = None,
     ) -> dict[str, Any]:
-        """Complete an open task (``user`` None: as an administrator); returns the task."""
-        return complete_task(self, task_id, action, data or {}, user)
+        """Complete an open task as ``user`` (see :meth:`actor`); returns the task. Only its
+        assigned user, a member of its assigned role or an administrator may: anyone else is
+        refused with a :class:`~procflow.errors.ForbiddenError`, and nothing changes."""
+        return complete_task(self, task_id, action, data or {}, self.actor(user))
+
+    def actor(self, user: Actor | str | None) -> Actor:
+        """Who acts: an :class:`Actor` as given (the HTTP face's caller); a name with exactly
+        the roles the token table gives it (none when it is not listed, or there is no table);
+        None, the administrator (the CLI without ``--as``, the Python API without ``user=``)."""
+        if user is None:
+            return ADMINISTRATOR
+        if isinstance(user, Actor):
+            return user
+        table = self.token_table
+        return table.actor_for_user(user) if table is not None else Actor(user)
+
+    @functools.cached_property
+    def token_table(self) -> TokenTable | None:
+        """``PROCFLOW_API_TOKENS`` (or ``_FILE``) of this engine's environment, read when first
+        needed: a command that never names a user is not refused for a bad table."""
+        return TokenTable.from_config(self.config)
 
     # --- RunHost: changing runs inside a user call's transaction ----------------------------
 
@@ -322,3 +432,14 @@ class Engine:
     def masker(self, run_id: str) -> Masker:
         """Masks the run's var values (for anything printed about the run)."""
         return Masker(self._load_vars(run_id).values())
+
+
+def _seconds(text: str, what: str) -> float:
+    """A duration setting (``5m``, ``PT30S``, ``90s``) in seconds."""
+    try:
+        seconds = parse_duration(text).total_seconds()
+    except DurationError as exc:
+        raise ConfigError(f"the {what} [{text}] is not a duration: {exc}") from None
+    if seconds <= 0:
+        raise ConfigError(f"the {what} must be longer than zero, not [{text}]")
+    return seconds

@@ -14,12 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from procflow.errors import EventError
+from procflow.errors import EventError, ExprError
 from procflow.model.flow_exprs import literal_mismatch
+from procflow.model.intent_values import describe
 from procflow.model.ir import EventSpec
+from procflow.runtime.user_json import json_problems, shown, text_problem
 
 # Accepted events are kept at least this long, so a late wait's `lookback` can find them.
 MIN_RETENTION_SECONDS = 24 * 3600
+CLOUDEVENTS_VERSION = "1.0"  # the one CloudEvents spec version whose envelope procflow reads
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ def envelope(obj: Any) -> Event:
         raise EventError("an event must be a JSON object: {type, data, id} or a CloudEvent")
     type_ = obj.get("type")
     if "specversion" in obj:
+        _check_spec_version(obj["specversion"])
         missing = [k for k in ("type", "id", "source") if not obj.get(k)]
         if missing:
             named = type_ if isinstance(type_, str) and type_ else None
@@ -46,7 +50,22 @@ def envelope(obj: Any) -> Event:
     return make_event(type_, obj.get("data", {}), obj.get("id"))
 
 
+def _check_spec_version(version: Any) -> None:
+    if version == CLOUDEVENTS_VERSION and isinstance(version, str):
+        return
+    if isinstance(version, str):
+        message = f"CloudEvent specversion [{shown(version)}] is not supported: only 1.0 is"
+    else:
+        message = f'CloudEvent specversion must be the text "1.0", got {describe(version)}'
+    raise EventError(message, field="specversion")
+
+
 def make_event(type_: str, data: Any, id_: Any = None) -> Event:
+    """An event from its parts, each checked: text that is valid Unicode, a data object of JSON
+    values only (no NaN or Infinity), a non-empty text id; the id is minted when not given."""
+    problem = text_problem(type_)
+    if problem is not None:
+        raise EventError(f"the event type is text that is not valid Unicode ({problem})")
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -59,7 +78,21 @@ def make_event(type_: str, data: Any, id_: Any = None) -> Event:
         raise EventError(
             f"event [{type_}]: id must be a non-empty string", event_type=type_, field="id"
         )
+    _check_data(type_, data, id_)
     return Event(type_, data, id_ or f"pf-{uuid.uuid4().hex}")
+
+
+def _check_data(type_: str, data: dict[str, Any], id_: str | None) -> None:
+    problem = text_problem(id_) if id_ is not None else None
+    if problem is not None:
+        message = f"event [{type_}]: the event id is text that is not valid Unicode ({problem})"
+        raise EventError(message, event_type=type_, field="id")
+    found = json_problems(data)
+    if found:
+        message = f"event [{type_}]: " + "; ".join(
+            f"data field [{p.where}] {p.problem}" if p.where else f"data {p.problem}" for p in found
+        )
+        raise EventError(message, event_type=type_, field=found[0].where)
 
 
 def check_payload(type_: str, spec: EventSpec, data: Mapping[str, Any]) -> None:
@@ -118,4 +151,7 @@ def _normal(value: Any) -> Any:
 def _kind(value: Any) -> str:
     from procflow.expr import kind_of
 
-    return kind_of(value)
+    try:
+        return kind_of(value)
+    except ExprError:  # a Python object no JSON holds
+        return f"a value of type {type(value).__name__}"

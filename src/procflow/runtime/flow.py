@@ -73,7 +73,13 @@ class FlowCtx:
     project_dir: str
     environ: dict[str, str]
     load_scopes: Callable[[str], dict[int, Any]] = field(default=lambda path: {}, repr=False)
+    # One loop row (``path``, ``n``), or None: a for_each's items without its finished scopes.
+    load_row: Callable[[str, int], Any] | None = field(default=None, repr=False)
     scopes: dict[str, dict[int, Any]] = field(default_factory=dict, repr=False)  # loop rows read
+    # Rows known one by one (written here, or read alone) while their loop's rows were not all
+    # read: an iteration adds its own row without reading every earlier one (reading them made
+    # a long repeat quadratic), and only a finished loop reads them all.
+    known: dict[str, dict[int, Any]] = field(default_factory=dict, repr=False)
     saved: tuple[Any, ...] = field(default=(), repr=False)
     lease_until: int = 0
 
@@ -153,7 +159,17 @@ class Machine:
         return environment(self.flow, self.index, self.state, names, self.item)
 
     def item(self, path: str, n: int) -> Any:
-        return self.rows(path)[n]
+        """Loop row ``n`` of ``path`` (a for_each's items, the run's inputs), read alone."""
+        fc = self.fc
+        if path in fc.scopes or fc.load_row is None:
+            return self.rows(path)[n]
+        if n in fc.known.get(path, {}):
+            return fc.known[path][n]
+        value = fc.load_row(path, n)
+        if value is None:
+            raise KeyError((path, n))  # every row asked for was written when the loop began
+        fc.known.setdefault(path, {})[n] = value
+        return value
 
     def _path(self, step_id: str, *, outer: bool = False) -> str:
         frames = self.frames[:-1] if outer else self.frames
@@ -405,17 +421,23 @@ class Machine:
     # --- loop rows (items and finished iteration scopes, outside the run row) ----------------
 
     def rows(self, path: str) -> dict[int, Any]:
+        """Every row of the loop at ``path``: only a finished loop needs them all."""
         cache = self.fc.scopes
         if path not in cache:
-            cache[path] = self.fc.load_scopes(path)
+            loaded = self.fc.load_scopes(path)
+            loaded.update(self.fc.known.pop(path, {}))  # not committed yet, or newer
+            cache[path] = loaded
         return cache[path]
 
     def put_row(self, path: str, n: int, data: Any) -> None:
-        self.rows(path)[n] = data
+        fc = self.fc
+        target = fc.scopes[path] if path in fc.scopes else fc.known.setdefault(path, {})
+        target[n] = data
         self.tr.scope_ops.append(("put", path, n, data))
 
     def drop_rows(self, path: str) -> None:
         self.fc.scopes[path] = {}
+        self.fc.known.pop(path, None)
         self.tr.scope_ops.append(("drop", path, 0, None))
 
     def next_iteration(self, frame: Frame) -> None:

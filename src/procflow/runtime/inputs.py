@@ -4,12 +4,15 @@
 Decisions (normative for the engine, the CLI and the docs):
 
 - Every problem is reported at once, in one :class:`InputError` (a :class:`UsageError`, exit 2)
-  whose message holds one line per problem, each prefixed ``flow [<name>]: ``. Unknown inputs come
-  first (in the order given), then the declared inputs in declaration order. The error's
-  ``input`` (and ``field``) names the input of the first problem.
+  whose message holds one line per problem, each prefixed ``flow [<name>]: ``. Unreadable inputs
+  come first (below), then unknown inputs (in the order given), then the declared inputs in
+  declaration order. The error's ``input`` (and ``field``) names the input of the first problem.
 - Values are JSON kinds: a boolean is not an integer or a number; an integer is a number; a float
-  is never an integer, not even ``3.0``; non-finite numbers are refused. An ``array`` is a JSON
-  list (a tuple is accepted and becomes a list); an ``object`` is a mapping.
+  is never an integer, not even ``3.0``; non-finite numbers are refused. Anywhere in an input
+  (inside objects and arrays too), text and keys must be valid Unicode (no lone surrogate),
+  numbers finite and values JSON kinds; such an input is reported once, by the path of its first
+  problem (``input [extra.n[1]] is Infinity, ...``), and not checked further. An ``array`` is a
+  JSON list (a tuple is accepted and becomes a list); an ``object`` is a mapping.
 - A ``timestamp`` input is ISO-8601 text with a zone, or a date (00:00Z that day). It is stored
   normalised to UTC text with ``Z`` (:func:`procflow.expr.format_timestamp`); expressions see it as
   an aware datetime (:func:`input_env`).
@@ -37,6 +40,9 @@ from procflow.errors import ExprEvalError, InputError
 from procflow.expr import format_timestamp, kind_of, parse_timestamp
 from procflow.model.ir import Flow, InputDecl
 from procflow.model.source import suggest
+from procflow.runtime.user_json import json_problems
+from procflow.runtime.user_json import shown as printable
+from procflow.store.codec import MAX_JSON_DEPTH, too_deep_at
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -70,12 +76,15 @@ def _check(
     flow: Flow, given: Mapping[str, Any], skip: frozenset[str], report_missing: bool
 ) -> tuple[dict[str, Any], list[_InputProblem]]:
     """Values and problems; inputs in ``skip`` already have a reported problem."""
-    problems: list[_InputProblem] = [
-        (name, _unknown(flow, name)) for name in given if name not in flow.inputs
+    problems, unreadable = _unreadable(given)
+    problems += [
+        (name, _unknown(flow, name))
+        for name in given
+        if name not in flow.inputs and name not in unreadable
     ]
     values: dict[str, Any] = {}
     for name, decl in flow.inputs.items():
-        if name in skip:
+        if name in skip or name in unreadable:
             continue
         value = given.get(name)
         if value is None:
@@ -93,6 +102,25 @@ def _check(
         else:
             values[name] = checked
     return values, problems
+
+
+def _unreadable(given: Mapping[Any, Any]) -> tuple[list[_InputProblem], set[Any]]:
+    """The inputs that are not JSON a user may give (module notes): one problem each."""
+    problems: list[_InputProblem] = []
+    names: set[Any] = set()
+    for name, value in given.items():
+        if not isinstance(name, str):
+            problems.append((None, f"input names are text, got a {type(name).__name__}"))
+        else:
+            found = json_problems({name: value})
+            if isinstance(value, float):  # the type check says "must be a finite number"
+                found = [p for p in found if p.path != (name,)]
+            if not found:
+                continue
+            first = found[0]
+            problems.append((str(first.path[0]), f"input [{first.where}] {first.problem}"))
+        names.add(name)
+    return problems, names
 
 
 def _unknown(flow: Flow, name: str) -> str:
@@ -162,6 +190,7 @@ def _describe(value: Any) -> str:
 
 
 def _shown(text: str) -> str:
+    text = printable(text)  # a lone surrogate from the command line must still print
     return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
 
 
@@ -209,6 +238,9 @@ def cli_inputs(flow: Flow, pairs: Sequence[str], inputs_json: str | None) -> dic
 
 
 def _parse_json(text: str) -> tuple[Any, str | None]:
+    deep_at = too_deep_at(text)
+    if deep_at is not None:  # before parsing: the parser would recurse past Python's limit
+        return None, f"nested more than {MAX_JSON_DEPTH} levels deep (at column {deep_at})"
     try:
         return json.loads(text, parse_constant=_no_constant), None
     except ValueError as e:  # json.JSONDecodeError is a ValueError

@@ -38,7 +38,8 @@ from procflow.runtime import faults
 from procflow.runtime.actions import ActionAttempt, Caller, send_email
 from procflow.runtime.clock import iso, micros, to_datetime
 from procflow.runtime.context import StepContext, VarsView, step_logger
-from procflow.runtime.delegates import call_delegate, load_attr
+from procflow.runtime.deadlines import begin_call
+from procflow.runtime.delegates import call_delegate, escaped, load_attr
 from procflow.runtime.records import patch_record, record_json
 from procflow.runtime.secrets import Masker
 from procflow.runtime.transition import RecordWrite, Transition
@@ -423,8 +424,9 @@ def run_delegate(rc: RunCtx, token: TokenRow, step: ServiceTask, action: Delegat
         fields=dict(action.fields),
     )
     out = Attempt(logs=handler.lines)
-    faults.point("before_delegate")
     try:
+        begin_call(step.name, None)  # the deadline runs from here (a replay's call times out)
+        faults.point("before_delegate")
         target = load_attr(rc.project_dir, action.module, action.attr)
         call_delegate(target, ctx, dict(action.fields))
     except NonRetryableError as exc:
@@ -433,6 +435,8 @@ def run_delegate(rc: RunCtx, token: TokenRow, step: ServiceTask, action: Delegat
         out.error = str(exc)
     except Exception as exc:  # a delegate's failure is the step's failure, whatever it raised
         out.error = failure_message(exc)
+    except (SystemExit, KeyboardInterrupt) as exc:  # project code must not stop the worker
+        out.error = escaped(exc)
     faults.point("after_delegate")
     if vars_view.breach:
         out.error, out.final = vars_view.breach, True

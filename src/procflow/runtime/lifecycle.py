@@ -18,7 +18,7 @@ from procflow.runtime.host import RunHost
 from procflow.runtime.intent import eval_context
 from procflow.runtime.record_waits import on_record_event
 from procflow.runtime.records import record_json
-from procflow.runtime.starts import insert_intent_run
+from procflow.runtime.starts import insert_intent_run, record_start_key
 from procflow.runtime.tasks import withdraw_tasks
 from procflow.states import ENDED, RunStatus, TokenState
 from procflow.store.rows import HistoryRow, RunRow
@@ -55,7 +55,7 @@ def on_record_write(
         key = str(record.get(trigger.business_key)) if trigger.business_key else str(id_)
         run_id = insert_intent_run(
             tx, compiled.version.id, process, now, (entity, id_), key,
-            start_key=f"{process.name}/{entity}/{id_}",
+            start_key=record_start_key(process.name, entity, id_),
             snapshot=record if event == "onDelete" else None,
         )  # fmt: skip
         if run_id:
@@ -68,8 +68,9 @@ def on_record_write(
     return started
 
 
-def cancel_run(tx: Tx, run: RunRow, now: int, reason: str) -> None:
-    """End ``run`` as cancelled: tasks withdrawn, tokens, timers, waits, scopes and vars gone."""
+def cancel_run(tx: Tx, run: RunRow, now: int, reason: str, by: str | None = None) -> None:
+    """End ``run`` as cancelled: tasks withdrawn, tokens, timers, waits, scopes and vars gone.
+    ``by``: the user who asked for it, recorded on ``run.cancelled`` when named."""
     run = tx.run_for_update(run.id) or run  # a committing worker may have moved it on
     names = tx.clear_vars(run.id)
     tx.delete_run_scopes(run.id)
@@ -81,24 +82,26 @@ def cancel_run(tx: Tx, run: RunRow, now: int, reason: str) -> None:
         run.seq += 1
         history.append(HistoryRow(run.seq, now, "var.cleared", data={"var": name}))
     run.seq += 1
-    history.append(HistoryRow(run.seq, now, "run.cancelled", data={"reason": reason}))
+    cancelled = {"reason": reason} | ({"by": by} if by is not None else {})
+    history.append(HistoryRow(run.seq, now, "run.cancelled", data=cancelled))
     run.status, run.ended_at = RunStatus.CANCELLED, now
     tx.append_history(run.id, history)
     tx.save_run(run, None, None)
 
 
-def cancel_by_operator(tx: Tx, run_id: str, now: int) -> None:
+def cancel_by_operator(tx: Tx, run_id: str, now: int, by: str | None = None) -> None:
     run = _locked_run(tx, run_id)
     if run.status in ENDED:
         raise RunStateError(
             f"run [{run_id}] is already {run.status}; nothing to cancel",
             run_id=run_id, status=run.status,
         )  # fmt: skip
-    cancel_run(tx, run, now, reason="cancelled by an operator")
+    cancel_run(tx, run, now, reason="cancelled by an operator", by=by)
 
 
-def retry_run(tx: Tx, run_id: str, now: int) -> None:
-    """Re-attempt a failed run's failed steps with a fresh retry budget."""
+def retry_run(tx: Tx, run_id: str, now: int, by: str | None = None) -> None:
+    """Re-attempt a failed run's failed steps with a fresh retry budget (``by``: as for
+    :func:`cancel_run`)."""
     run = _locked_run(tx, run_id)
     if run.status != RunStatus.FAILED:
         raise RunStateError(
@@ -116,6 +119,7 @@ def retry_run(tx: Tx, run_id: str, now: int) -> None:
     retried = HistoryRow(
         run.seq, now, "run.retried",
         first.step if first else None, first.path if first else None, 1 if first else None,
+        {"by": by} if by is not None else None,
     )  # fmt: skip
     tx.append_history(run.id, [retried])
     tx.save_run(run, None, None)

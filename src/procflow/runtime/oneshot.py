@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from procflow.errors import UsageError
-from procflow.model.ir import Application, Flow, Process
+from procflow.model.ir import Application, Entity, Flow, Process
 from procflow.runtime.clock import system_now
+from procflow.runtime.deploy import compile_for_deploy
 from procflow.runtime.engine import Engine
 from procflow.runtime.inputs import cli_inputs
+from procflow.runtime.records import new_record
 from procflow.states import FINISHED
 
 
@@ -48,22 +50,40 @@ def run_once(
     process_name: str | None,
     *,
     wait: bool,
+    user: str | None = None,
 ) -> dict[str, Any]:
-    deployed = engine.deploy(path)
-    definition = engine.catalog.compiled(deployed[0].version_id).definition
+    """Deploy ``path`` and start one run: a flow with ``start``'s inputs (``user``: its
+    ``by``), or a triggered process by creating ``start`` as its trigger record (``user``: the
+    record's owner); then work it (:func:`work_until_settled`); the run's JSON. Everything that
+    can be checked without the store is checked before the deploy, so a refused start deploys
+    nothing."""
+    loaded, _ = compile_for_deploy(path, engine.project_dir, engine.max_file_size)
+    definition = loaded.definition
     if isinstance(definition, Flow):
         pairs, text = (
             (start.pairs, start.inputs_json) if isinstance(start, FlowStart) else ([], None)
         )
-        run_id = engine.start_flow(definition.name, cli_inputs(definition, pairs, text))
+        inputs = cli_inputs(definition, pairs, text)
+        engine.deploy(path)
+        run_id = engine.start_flow(definition.name, inputs, user=user)
         work_until_settled(engine, run_id, wait=wait)
         return engine.show(run_id)
     if isinstance(start, FlowStart):
         raise UsageError("--input/--inputs are for flows; an intent run takes --record JSON")
-    record = start
-    app = definition
-    assert isinstance(app, Application)
-    process = choose_process(app, [d.name for d in deployed], process_name)
+    assert isinstance(definition, Application)
+    process = _triggered_process(definition, process_name)
+    assert process.trigger is not None
+    entity = definition.entity(process.trigger.entity)
+    assert entity is not None
+    new_record(definition, entity, start, exists=lambda _entity, _id: True)  # values, types
+    engine.deploy(path)
+    return _run_for_record(engine, process, entity, start, user, wait=wait)
+
+
+def _triggered_process(app: Application, name: str | None) -> Process:
+    if not app.processes:
+        raise UsageError("the file defines no process to run")
+    process = choose_process(app, [p.name for p in app.processes], name)
     trigger = process.trigger
     if trigger is None:
         raise UsageError(
@@ -75,9 +95,21 @@ def run_once(
             f"process [{process.name}] starts {trigger.event} of [{trigger.entity}]; --record "
             "creates a record, so use `procflow records` to update or delete one instead"
         )
-    created = engine.create_record(trigger.entity, record)
-    entity = app.entity(trigger.entity)
-    assert entity is not None
+    return process
+
+
+def _run_for_record(
+    engine: Engine,
+    process: Process,
+    entity: Entity,
+    record: dict[str, Any],
+    user: str | None,
+    *,
+    wait: bool,
+) -> dict[str, Any]:
+    trigger = process.trigger
+    assert trigger is not None
+    created = engine.create_record(trigger.entity, record, user=user)
     record_id = int(created[entity.primary_key.name])
     runs = [r for r in engine.runs_for_record(trigger.entity, record_id) if r.name == process.name]
     if not runs:

@@ -29,6 +29,10 @@ Decisions (normative for the store and the docs):
   (the ``name`` column of the setting entity's seed rows). Every given, non-null relation id is
   checked with ``exists``; an ``init`` (a seed id, loaded at deploy) is not.
 - ``oneToMany``/``manyToMany`` relations store nothing and are rejected in writes.
+- Text that is not valid Unicode (a lone surrogate), in a value or a key, and a NaN or infinite
+  number anywhere in the write are refused before anything else is checked, each problem naming
+  where it is (:mod:`procflow.runtime.user_json`); the other checks then do not run, as their
+  messages would have to show that text.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from procflow.errors import RecordError
 from procflow.model.intent_values import describe
 from procflow.model.ir import Application, Entity, Field, Relation, Seed
 from procflow.model.source import suggest
+from procflow.runtime.user_json import json_problems
 
 Exists = Callable[[str, int], bool]
 
@@ -263,9 +268,11 @@ def patch_record(
     exists: Exists,
 ) -> dict[str, Any]:
     """A partial update: the given keys checked and merged over ``current`` (a stored record)."""
+    pk = _primary_key(entity)
+    record_id = current.get(pk.name) if pk is not None else None
+    _refuse_unreadable(entity, patch, action="update", record_id=record_id)
     problems: dict[str, str] = {}
     values: dict[str, Any] = {}
-    pk = _primary_key(entity)
     for f in entity.fields:
         if f.name not in patch:
             continue
@@ -289,7 +296,6 @@ def patch_record(
             _relation(app, rel, patch[rel.name], exists, values, problems)
     _unknown_keys(entity, patch, problems)
     if problems:
-        record_id = current.get(pk.name) if pk is not None else None
         raise RecordError(
             list(problems.items()), entity=entity.name, action="update", record_id=record_id
         )
@@ -307,6 +313,7 @@ def _build(
     action: str,
     where: str | None = None,
 ) -> dict[str, Any]:
+    _refuse_unreadable(entity, data, action=action, where=where)
     problems: dict[str, str] = {}
     record: dict[str, Any] = {}
     for f in entity.fields:
@@ -344,6 +351,23 @@ def _build(
     if problems:
         raise RecordError(list(problems.items()), entity=entity.name, action=action, where=where)
     return record
+
+
+def _refuse_unreadable(
+    entity: Entity,
+    data: Mapping[str, Any],
+    *,
+    action: str,
+    where: str | None = None,
+    record_id: int | None = None,
+) -> None:
+    """Refuse bad text and non-finite numbers first: every later message could show them."""
+    found = json_problems(data, strict=False)
+    if found:
+        problems = [(p.where, p.problem) for p in found]
+        raise RecordError(
+            problems, entity=entity.name, action=action, where=where, record_id=record_id
+        )
 
 
 def _relation(

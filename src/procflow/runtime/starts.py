@@ -19,12 +19,17 @@ from procflow.states import RunStatus, TokenState
 from procflow.store.rows import HistoryRow, RunRow, TokenRow
 from procflow.store.store import Tx
 
-__all__ = ["insert_flow_run", "insert_intent_run", "new_run_id"]
+__all__ = ["insert_flow_run", "insert_intent_run", "new_run_id", "record_start_key"]
 
 
 def new_run_id() -> str:
     """Time-ordered, unique across machines: 12 hex digits of milliseconds + 20 random."""
     return f"{time.time_ns() // 1_000_000:012x}{uuid.uuid4().hex[:20]}"
+
+
+def record_start_key(process: str, entity: str, id_: int) -> str:
+    """The start key that keeps a triggered process to one run per record, however started."""
+    return f"{process}/{entity}/{id_}"
 
 
 def insert_intent_run(
@@ -36,8 +41,10 @@ def insert_intent_run(
     business_key: str,
     start_key: str | None = None,
     snapshot: Mapping[str, Any] | None = None,
+    by: str | None = None,
 ) -> str | None:
-    """A run of ``process`` about ``record``; None when ``start_key`` was used before."""
+    """A run of ``process`` about ``record``; None when ``start_key`` was used before. ``by``:
+    the user who started it by hand, recorded on ``run.started``."""
     entity, id_ = record
     run = RunRow(
         id=new_run_id(), version_id=version_id, name=process.name, dialect="intent",
@@ -49,9 +56,8 @@ def insert_intent_run(
     if not tx.insert_run(run):
         return None  # at most once per record, ever
     first = process.steps[0].name
-    _begin(
-        tx, run, TokenRow(None, run.id, first, first, TokenState.READY, 1, now, None, {"visit": 1})
-    )
+    token = TokenRow(None, run.id, first, first, TokenState.READY, 1, now, None, {"visit": 1})
+    _begin(tx, run, token, by)
     return run.id
 
 
@@ -62,8 +68,10 @@ def insert_flow_run(
     inputs: Mapping[str, Any],
     now: int,
     start_key: str | None = None,
+    by: str | None = None,
 ) -> str | None:
-    """A run of ``flow`` with checked ``inputs``; None when ``start_key`` was used before."""
+    """A run of ``flow`` with checked ``inputs``; None when ``start_key`` was used before.
+    ``by``: as for :func:`insert_intent_run`."""
     run = RunRow(
         id=new_run_id(), version_id=version_id, name=flow.name, dialect="flow",
         status=RunStatus.RUNNING, started_at=now, start_key=start_key, state=initial_state(),
@@ -72,13 +80,14 @@ def insert_flow_run(
         return None
     tx.apply_scope_ops(run.id, [("put", *INPUTS, dict(inputs))])
     first = flow.steps[0].id
-    _begin(tx, run, TokenRow(None, run.id, first, first, TokenState.READY, 1, now, None, {}))
+    _begin(tx, run, TokenRow(None, run.id, first, first, TokenState.READY, 1, now, None, {}), by)
     tx.notify()
     return run.id
 
 
-def _begin(tx: Tx, run: RunRow, token: TokenRow) -> None:
+def _begin(tx: Tx, run: RunRow, token: TokenRow, by: str | None) -> None:
     tx.insert_token(token)
     run.seq = 1
-    tx.append_history(run.id, [HistoryRow(1, token.since, "run.started")])
+    started = {"by": by} if by is not None else None
+    tx.append_history(run.id, [HistoryRow(1, token.since, "run.started", data=started)])
     tx.save_run(run, None, None)

@@ -5,6 +5,8 @@ it opens the task: the assignee is resolved, the row inserted, the task's ``time
 ``expire`` timers armed on the token. Completing a task is one transaction: the form's fields
 and the step's ``setField``/``setRelationField`` are written to the record (firing its lifecycle
 event), the task's timers are disarmed, and the token moves on with ``action`` in its data.
+Only the assigned user, a member of the assigned role or an administrator may complete a task
+(the caller is an :class:`~procflow.runtime.identity.Actor`; its roles come from the token table).
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from procflow.errors import NotFoundError, TaskError
+from procflow.errors import ForbiddenError, NotFoundError, TaskError, TaskNotOpenError
 from procflow.model.ir import END, Application, Assignee, Entity, UserTask
 from procflow.model.source import suggest
 from procflow.runtime.clock import from_datetime, iso, micros
 from procflow.runtime.host import RunHost
+from procflow.runtime.identity import Actor
 from procflow.runtime.intent import (
     TASK_OPEN,
     RunCtx,
@@ -30,13 +33,12 @@ from procflow.runtime.intent import (
 )
 from procflow.runtime.records import patch_record, record_json
 from procflow.runtime.transition import Transition
+from procflow.runtime.user_json import json_problems, text_problem
 from procflow.states import ENDED, RunStatus, TokenState
 from procflow.store.rows import HistoryRow, RunRow, TimerRow, TokenRow
 from procflow.store.store import Tx
 
 TASK_TIMEOUT, TASK_EXPIRE = "task_timeout", "task_expire"
-# Who completed a task when no user is named: the CLI and the Python API act as administrator.
-ADMINISTRATOR = "administrator"
 # The role of a ``personal`` task whose record has no owner (created without a user): only an
 # administrator can complete it, since no user is its owner.
 UNASSIGNED = "unassigned"
@@ -274,27 +276,31 @@ def complete_task(
     task_id: int,
     action: str | None,
     data: Mapping[str, Any],
-    user: str | None,
+    actor: Actor,
 ) -> dict[str, Any]:
-    """Complete an open task in one transaction; returns the completed task's JSON. Bad input
-    raises a :class:`~procflow.errors.UsageError` and changes nothing."""
+    """Complete an open task in one transaction as ``actor``; returns the completed task's JSON.
+    Bad input raises a :class:`~procflow.errors.UsageError` (an actor who may not complete the
+    task: :class:`~procflow.errors.ForbiddenError`) and changes nothing."""
+    _check_given(task_id, action, data, actor.user)
     with host.store.tx() as tx:
         run = _lock(tx, task_id)
         task = _open_task(tx, task_id)
-        _check_user(task, user)
+        _check_actor(task, actor)
         action = _check_action(task, action)
         _check_fields(task, data)
         if run is None or run.status in ENDED:  # ending a run withdraws its tasks: a guard
-            raise _task_error(task, f"task [{task_id}] belongs to a run that has ended")
+            raise _not_open(task, f"task [{task_id}] belongs to a run that has ended")
         now = host.now()
         rc = host.inline_ctx(tx, run)
         step = rc.process.step(task.step)
         assert isinstance(step, UserTask) and task.token_id is not None
         token = rc.tokens[task.token_id]
         tr = Transition(run, now)
-        _write(tr, rc, step, data)  # validated like any record write: a bad value changes nothing
-        by = user or ADMINISTRATOR
-        tx.end_task(task.id, "completed", now, action=action, done_by=by, data=dict(data))
+        # Validated like any record write (a bad value changes nothing); the task keeps the
+        # values as the record stores them.
+        written = _write(tr, rc, step, data)
+        by = actor.user
+        tx.end_task(task.id, "completed", now, action=action, done_by=by, data=written)
         token.data["action"] = action  # decisions read it (docs/reference/intent.md)
         tr.add("task.completed", step.name, token.path, token.attempt,
                task_id=task.id, action=action, by=by)  # fmt: skip
@@ -322,24 +328,56 @@ def _open_task(tx: Tx, task_id: int) -> Task:
     assert row is not None  # tasks are never deleted
     task = Task(**row)
     if task.status != "open":
-        raise _task_error(
+        raise _not_open(
             task, f"task [{task_id}] is {task.status}, not open; only an open task completes"
         )
     return task
+
+
+def _not_open(task: Task, message: str) -> TaskNotOpenError:
+    return TaskNotOpenError(message, task_id=task.id, run_id=task.run_id, step=task.step)
 
 
 def _task_error(task: Task, message: str, field: str | None = None) -> TaskError:
     return TaskError(message, task_id=task.id, run_id=task.run_id, step=task.step, field=field)
 
 
-def _check_user(task: Task, user: str | None) -> None:
-    """No user: an administrator, who may complete any task. A named user must be the assigned
-    user; role membership is not modelled yet, so anyone named may complete a role's task."""
-    if user is not None and task.assignee_kind == "user" and user != task.assignee:
-        raise _task_error(
-            task,
-            f"task [{task.id}] is assigned to user [{task.assignee}]; [{user}] cannot complete it",
+def _check_given(task_id: int, action: str | None, data: Mapping[str, Any], user: str) -> None:
+    """Refuse text that is not valid Unicode and numbers JSON cannot hold, before any other
+    check: those checks' messages would show them, and the task row would store them."""
+    if not user.strip():  # "no user" is the administrator, and must be asked for as such
+        raise TaskError(f"task [{task_id}]: the user name is empty", task_id=task_id)
+    for what, text in (("the action", action), ("the user name", user)):
+        problem = text_problem(text) if text is not None else None
+        if problem is not None:
+            message = f"task [{task_id}]: {what} is text that is not valid Unicode ({problem})"
+            raise TaskError(message, task_id=task_id)
+    found = json_problems(data, strict=False)
+    if found:
+        message = f"task [{task_id}]: " + "; ".join(
+            f"data field [{p.where}] {p.problem}" for p in found
         )
+        raise TaskError(message, task_id=task_id, field=found[0].where)
+
+
+def _check_actor(task: Task, actor: Actor) -> None:
+    """The assigned user, a member of the assigned role, or an administrator (``Actor``)."""
+    if actor.may_complete(task.assignee, task.assignee_kind):
+        return
+    if task.assignee_kind == "user":
+        message = (
+            f"task [{task.id}] is assigned to user [{task.assignee}]; [{actor.user}] cannot "
+            "complete it"
+        )
+    else:
+        roles = ", ".join(sorted(actor.roles)) or "none"
+        message = (
+            f"task [{task.id}] is assigned to role [{task.assignee}]; [{actor.user}] is not a "
+            f"member of it (their roles: {roles}), so cannot complete it"
+        )
+    raise ForbiddenError(
+        message, user=actor.user, task_id=task.id, run_id=task.run_id, step=task.step
+    )
 
 
 def _check_action(task: Task, action: str | None) -> str:
@@ -381,17 +419,19 @@ def _check_fields(task: Task, data: Mapping[str, Any]) -> None:
     )
 
 
-def _write(tr: Transition, rc: RunCtx, step: UserTask, data: Mapping[str, Any]) -> None:
-    """The form's fields, then the step's own setField/setRelationField, as one record write."""
+def _write(tr: Transition, rc: RunCtx, step: UserTask, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The form's fields, then the step's own setField/setRelationField, as one record write;
+    returns the form's fields as written (the record's stored form)."""
     entity = rc.entity
     if entity is None or rc.record is None or (not data and step.on_complete is None):
-        return
+        return dict(data)
     after = patch_record(rc.app, entity, rc.record, data, exists=_exists(rc)) if data else None
     before = record_json(entity, rc.record)
     if after is not None:
         write_record(tr, rc, entity, before, after)
     if step.on_complete is not None:
         set_field(tr, rc, step.on_complete)
+    return {key: after[key] for key in data} if after is not None else {}
 
 
 def _exists(rc: RunCtx) -> Callable[[str, int], bool]:

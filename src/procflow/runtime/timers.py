@@ -9,7 +9,9 @@ one timer at a time, read fresh, since a task timer writes its own rows.
 
 from __future__ import annotations
 
+from procflow.errors import StoreError
 from procflow.runtime.host import RunHost
+from procflow.runtime.incidents import IncidentCtx, describe, incident
 from procflow.runtime.tasks import fire_task_timer
 from procflow.states import ENDED, RunStatus, TokenState
 from procflow.store.rows import HistoryRow, RunRow, TimerRow, TokenRow
@@ -58,7 +60,14 @@ def _fire_one(host: RunHost, tx: Tx, timer: TimerRow, now: int) -> int:
     if run is None or token is None or run.status in ENDED:
         return 0
     if timer.kind.startswith("task_"):
-        fire_task_timer(host, tx, timer, run, token, now)
+        tx.savepoint("task_timer")
+        try:
+            fire_task_timer(host, tx, timer, run, token, now)
+        except StoreError:
+            raise  # the store's trouble, not the run's: the round is handed back
+        except Exception as exc:  # this run's incident; the other timers still fire
+            tx.rollback_to("task_timer")
+            _fail(tx, run, token, now, exc)
         return 1
     if timer.kind == "timeout" and not tx.take_waits([_id(token)]):
         return 0
@@ -76,6 +85,13 @@ def _fired(run: RunRow, token: TokenRow, now: int) -> HistoryRow:
     if run.status != RunStatus.FAILED:
         run.status = RunStatus.RUNNING
     return HistoryRow(run.seq, now, "timer.fired", token.step, token.path, token.attempt)
+
+
+def _fail(tx: Tx, run: RunRow, token: TokenRow, now: int, exc: Exception) -> None:
+    tr = incident(IncidentCtx(run, {_id(token): token}), token, now, describe(exc))
+    tx.update_tokens(tr.tokens_update)
+    tx.append_history(run.id, tr.history)
+    tx.save_run(run, None, None)
 
 
 def _id(token: TokenRow) -> int:

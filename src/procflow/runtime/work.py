@@ -1,8 +1,11 @@
-"""The work loop: claim a batch of runs with ready work, advance each by one step, commit the
-batch's transitions together, and repeat for those still ready; when nothing is due, wait.
+"""The work loop: claim a batch of runs with ready work, advance each by one step on the slot
+threads, commit the outcomes together, and go on with those still ready; when nothing is due,
+wait.
 
 A run that waits is released: it costs rows, never a process. Leases run on the wall clock (a
-virtual clock never lets a lease expire); a heartbeat renews them while long attempts run.
+virtual clock never lets a lease expire); a heartbeat renews them while attempts run. No run can
+stop the loop: an attempt that raises is that run's incident, an attempt whose call overruns its
+deadline is abandoned to its slot thread and fails as a timeout, and the other runs go on.
 """
 
 from __future__ import annotations
@@ -10,58 +13,91 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from procflow.errors import StoreConflict
-from procflow.model.ir import Application
 from procflow.runtime import faults
+from procflow.runtime.advancing import Advancer, Ctx, Failed, Outcome
 from procflow.runtime.clock import system_now
 from procflow.runtime.commit import Committer, Step
-from procflow.runtime.flow import FlowCtx, advance_flow
 from procflow.runtime.host import RunHost
-from procflow.runtime.intent import RunCtx, advance
+from procflow.runtime.slots import Lane, Slots
 from procflow.runtime.timers import fire_due_timers
-from procflow.states import RunStatus, TokenState
-from procflow.store.rows import RunRow, TokenRow
-from procflow.store.store import Store, Tx, run_image
+from procflow.states import RunStatus
+from procflow.store.rows import RunRow
+from procflow.store.store import Store, Tx
 
 __all__ = ["WorkLoop"]
 
 log = logging.getLogger("procflow.worker")
 
+# How long the loop waits for more outcomes once the first of a round is in, so that a round's
+# commits stay grouped while a slow attempt does not hold back the others' commits.
+LINGER_SECONDS = 0.05
+# An attempt running longer than this has the runs queued behind it moved to another slot.
+SLOW_SECONDS = 0.02
+# Back-off after an infrastructure error (the store unreachable): doubling up to the maximum.
+BACKOFF_FIRST, BACKOFF_MAX = 0.5, 30.0
+
 
 class WorkLoop:
-    """One worker thread's loop over one store connection."""
+    """One worker thread's loop over one store connection, advancing runs on its slots."""
 
     def __init__(
         self,
         host: RunHost,
         committer: Committer,
         *,
+        url: str,
         batch: int,
         load_vars: Callable[[str], dict[str, Any]],
         is_virtual: Callable[[], bool],
+        slots: int = 4,
+        step_timeout: float = 300.0,
+        stop_timeout: float = 30.0,
     ) -> None:
         self.host = host
         self.store = host.store
         self.committer = committer
         self.lease = committer.lease
         self.batch = batch
-        self._load_vars = load_vars
-        self._is_virtual = is_virtual
+        self.stop_timeout = stop_timeout
+        self.advancer = Advancer(
+            host, url, load_vars=load_vars, step_timeout=step_timeout, owner=self.lease.owner
+        )
+        # An in-memory store has one connection only: its attempts run on the loop's thread.
+        self.slots = None if self.store.location.in_memory else Slots(slots)
+        self.is_virtual = is_virtual
         self._held: set[str] = set()
         self._held_lock = threading.Lock()
+
+    def close(self) -> None:
+        if self.slots is not None:
+            self.slots.close()
+        self.advancer.close()
 
     def work(self, until_idle: bool = True, stop: threading.Event | None = None) -> int:
         """Advance runs; returns the number of transitions committed.
 
         ``until_idle``: return once nothing is due now. Otherwise wait for the next due time or
-        a wake-up, and go on until ``stop`` is set.
+        a wake-up, and go on until ``stop`` is set. An infrastructure error (the store does not
+        answer) hands the runs back and backs off; it never ends the loop unless ``until_idle``.
         """
-        total = 0
+        total, backoff = 0, BACKOFF_FIRST
         while stop is None or not stop.is_set():
-            done = self.work_batch(stop)
+            try:
+                done = self.work_batch(stop)
+            except Exception as exc:
+                if until_idle or not self.store.unavailable(exc):
+                    raise
+                log.error("store error, retrying in %.1fs: %s", backoff, exc)
+                _sleep(stop, backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX)
+                continue
+            backoff = BACKOFF_FIRST
             total += done
             if done:
                 continue
@@ -76,7 +112,7 @@ class WorkLoop:
         reader = self.store.read()
         wait = self.store.idle_poll_seconds  # the longest an idle worker sleeps before looking
         due = reader.next_due()
-        if due is not None and not self._is_virtual():
+        if due is not None and not self.is_virtual():
             wait = min(wait, max(0.0, (due - system_now()) / 1_000_000))
         expiry = reader.next_lease_expiry()
         if expiry is not None:
@@ -85,7 +121,6 @@ class WorkLoop:
 
     def work_batch(self, stop: threading.Event | None = None) -> int:
         """Claim a batch and run it until every run in it waits or ends; returns transitions."""
-        virtual = self._is_virtual()
         now = self.host.now()
         wall = system_now()
         with self.store.tx() as tx:
@@ -100,102 +135,65 @@ class WorkLoop:
         with self._held_lock:
             self._held.update(r.id for r in claimed)
         try:
-            active = self._contexts(claimed, tokens, records, wall)
-            return fired + self._run(active, now, virtual, stop)
+            started = self.advancer.contexts(claimed, tokens, records, self.lease.until(wall), now)
+            return fired + _Drive(self, now, stop).run(started)
         finally:
             with self._held_lock:
                 self._held.difference_update(r.id for r in claimed)
 
-    def _run(
-        self, active: list[RunCtx | FlowCtx], now: int, virtual: bool, stop: threading.Event | None
-    ) -> int:
-        count = 0
-        while active:
-            if stop is not None and stop.is_set():
-                self.hand_back([rc.run.id for rc in active])
-                break
-            step_now = now if virtual else system_now()
-            batch = [(rc, _advance(rc, token, step_now)) for rc, token in _ready(active)]
-            try:
-                accepted = self.committer.commit_batch(batch, step_now)
-            except StoreConflict as exc:
-                # A deadlock with a concurrent record write or event: nothing committed. Hand
-                # the runs back; whoever claims them repeats the attempts (at least once, as
-                # after a crash).
-                log.warning("commit conflicted, %d runs handed back: %s", len(active), exc)
-                self.hand_back([rc.run.id for rc in active])
-                break
-            self._log_lost(batch, accepted)
-            count += len(accepted)
-            active = [
-                rc
-                for rc, _ in batch
-                if rc.run.id in accepted and rc.run.status == RunStatus.RUNNING
-            ]
-        return count
-
-    def _log_lost(self, batch: list[Step], accepted: set[str]) -> None:
-        for rc, _ in batch:
-            if rc.run.id not in accepted:
+    def commit(self, batch: list[Step], now: int) -> list[Step] | None:
+        """Commit ``batch``; returns the steps committed (None: the store rolled the batch back
+        to break a deadlock, and its runs were handed back). A transition the store refuses —
+        the data, not the store failing — fails only its own run: the batch is committed again
+        one run at a time, and that run gets an incident."""
+        try:
+            accepted = self.committer.commit_batch(batch, now)
+        except StoreConflict as exc:
+            # A deadlock with a concurrent record write or event: nothing committed. Hand the
+            # runs back; whoever claims them repeats the attempts (at least once, as after a
+            # crash).
+            log.warning("commit conflicted, %d runs handed back: %s", len(batch), exc)
+            self.hand_back([ctx.run.id for ctx, _ in batch])
+            return None
+        except Exception as exc:
+            if self.store.unavailable(exc):
+                raise
+            log.error("a batch commit failed (%s); committing its runs one by one", exc)
+            return self._commit_each(batch, now)
+        for ctx, _ in batch:
+            if ctx.run.id not in accepted:
                 log.warning(
                     "lease lost; the run's step was not committed by this worker",
-                    extra={"run_id": rc.run.id, "worker": self.lease.owner},
+                    extra={"run_id": ctx.run.id, "worker": self.lease.owner},
                 )
+        return [(ctx, tr) for ctx, tr in batch if ctx.run.id in accepted]
 
-    def _contexts(
-        self,
-        claimed: list[RunRow],
-        tokens: list[TokenRow],
-        records: dict[tuple[str, int], dict[str, Any]],
-        wall: int,
-    ) -> list[RunCtx | FlowCtx]:
-        by_run: dict[str, dict[int, TokenRow]] = {r.id: {} for r in claimed}
-        for t in tokens:
-            assert t.id is not None
-            by_run[t.run_id][t.id] = t
-        active = [self._run_ctx(run, by_run[run.id], records) for run in claimed]
-        for rc in active:
-            rc.saved, rc.lease_until = run_image(rc.run), self.lease.until(wall)
-        return active
-
-    def _run_ctx(
-        self, run: RunRow, tokens: dict[int, TokenRow], records: dict[tuple[str, int], Any]
-    ) -> RunCtx | FlowCtx:
-        catalog = self.host.catalog
-        if run.dialect == "flow":
-            compiled, flow = catalog.flow(run.version_id)
-            assert compiled.index is not None
-            return FlowCtx(
-                run=run, tokens=tokens, flow=flow, index=compiled.index,
-                project_dir=compiled.project_dir, environ=self.host.environ,
-                load_scopes=lambda path: self.store.read().scopes(run.id, path),
-            )  # fmt: skip
-        compiled, process = catalog.process(run.version_id, run.name)
-        app = compiled.definition
-        assert isinstance(app, Application)
-        record = None
-        if run.record_entity is not None and run.record_id is not None:
-            snapshot = run.state.get("snapshot")
-            row = records.get((run.record_entity, run.record_id))
-            record = snapshot if snapshot is not None else row
-        return RunCtx(
-            run=run, tokens=tokens, app=app, process=process, project_dir=compiled.project_dir,
-            record=record,
-            load_vars=lambda: self._load_vars(run.id), load_related=self._load_related,
-            environ=self.host.environ,
-        )  # fmt: skip
-
-    def _load_related(self, entity: str, id_: int) -> dict[str, Any] | None:
-        row = self.store.read().record(entity, id_)
-        return None if row is None else row.data
+    def _commit_each(self, batch: list[Step], now: int) -> list[Step]:
+        done: list[Step] = []
+        for step in batch:
+            try:
+                committed = self.committer.commit_batch([step], now)
+            except StoreConflict:
+                self.hand_back([step[0].run.id])
+                continue
+            except Exception as exc:
+                if self.store.unavailable(exc):
+                    raise
+                touched = next((t.id for t in step[1].tokens_update), None)
+                step = self.advancer.settle(step[0], Failed(exc, touched), now)
+                committed = self.committer.commit_batch([step], now)
+            if step[0].run.id in committed:
+                done.append(step)
+        return done
 
     def hand_back(self, run_ids: list[str]) -> None:
         """Release leases now so another worker need not wait for them to expire."""
-        with self.store.tx() as tx:
-            tx.release_leases(self.lease.owner, run_ids)
+        if run_ids:
+            with self.store.tx() as tx:
+                tx.release_leases(self.lease.owner, run_ids)
 
     def heartbeat(self, stop: threading.Event, url: str) -> threading.Thread:
-        """Renew the leases of runs this worker holds while long attempts run."""
+        """Renew the leases of runs this worker holds while attempts run."""
         thread = threading.Thread(
             target=self._beat, args=(stop, url), name="procflow-heartbeat", daemon=True
         )
@@ -227,20 +225,150 @@ class WorkLoop:
             if store is not None:
                 store.close()
 
-
-def _ready(active: list[RunCtx | FlowCtx]) -> list[tuple[RunCtx | FlowCtx, TokenRow]]:
-    out = []
-    for rc in active:
-        token = next((t for t in rc.tokens.values() if t.state == TokenState.READY), None)
-        if token is not None:
-            out.append((rc, token))
-    return out
+    def release(self, run_id: str) -> None:
+        """The loop is done with ``run_id`` (its attempt abandoned): renew its lease no more."""
+        with self._held_lock:
+            self._held.discard(run_id)
 
 
-def _advance(rc: RunCtx | FlowCtx, token: TokenRow, now: int) -> Any:
-    if isinstance(rc, FlowCtx):
-        return advance_flow(rc, token, now)
-    return advance(rc, token, now)
+class _Drive:
+    """One claimed batch, advanced until every run in it waits, ends, or is handed back."""
+
+    def __init__(self, loop: WorkLoop, now: int, stop: threading.Event | None) -> None:
+        self.loop = loop
+        self.now = now
+        self.virtual = loop.is_virtual()
+        self.stop = stop
+        self.stop_by: float | None = None  # when a graceful stop stops waiting for attempts
+        self.lanes: list[Lane[Ctx, Outcome]] = []
+        self.replayed: list[tuple[Ctx, Outcome]] = []
+        self.count = 0
+
+    def run(self, started: list[tuple[Ctx, Outcome | None]]) -> int:
+        outcomes = [(ctx, outcome) for ctx, outcome in started if outcome is not None]
+        ready: list[Ctx] = [ctx for ctx, outcome in started if outcome is None]
+        while True:
+            step_now = self.now if self.virtual else system_now()
+            if self._stop_requested():  # attempts in flight may finish; none starts
+                self.loop.hand_back([ctx.run.id for ctx in ready])
+            elif ready:
+                self._dispatch(ready, step_now)
+            if not self.lanes and not outcomes:
+                return self.count
+            outcomes += self._collect(step_now)
+            ready = self._commit(outcomes, step_now)
+            outcomes = []
+            if self.stop_by is not None and time.monotonic() >= self.stop_by:
+                self._hand_back_all(ready)
+                return self.count
+
+    def _stop_requested(self) -> bool:
+        if self.stop is None or not self.stop.is_set():
+            return False
+        if self.stop_by is None:
+            self.stop_by = time.monotonic() + self.loop.stop_timeout
+        return True
+
+    def _dispatch(self, ready: list[Ctx], now: int) -> None:
+        """One lane for ``ready``: attempts are mostly CPU work, which threads do not speed up,
+        so one slot takes them all while they are quick; :meth:`_spread` moves the rest of a
+        lane to another slot as soon as one of its attempts is slow."""
+        advancer = self.loop.advancer
+
+        def attempt(ctx: Ctx) -> Outcome:
+            return advancer.attempt(ctx, now)
+
+        lane: Lane[Ctx, Outcome] = Lane(deque(ready), attempt, advancer.step_timeout)
+        self.lanes.append(lane)
+        if self.loop.slots is None:
+            lane.run()  # in memory: on this thread
+        else:
+            self.loop.slots.start(lane)
+
+    def _spread(self, moment: float, now: int) -> None:
+        """Runs waiting behind a slow attempt go to another slot."""
+        for lane in list(self.lanes):
+            behind = lane.take_unbegun(SLOW_SECONDS, moment)
+            if behind:
+                self._dispatch(behind, now)
+
+    def _collect(self, now: int) -> list[tuple[Ctx, Outcome]]:
+        """Outcomes that are in: wait for every lane, or a little longer once the first is in,
+        or until an attempt overruns its deadline (it is then replayed without its call)."""
+        first_in: float | None = None
+        while self.lanes and not all(lane.finished.is_set() for lane in self.lanes):
+            moment = time.monotonic()
+            if self._abandon_overruns(moment, now):
+                break
+            self._spread(moment, now)
+            if first_in is None and any(lane.done for lane in self.lanes):
+                first_in = moment
+            if first_in is not None and moment - first_in >= LINGER_SECONDS:
+                break
+            if self._stop_requested() and self.stop_by is not None and moment >= self.stop_by:
+                break
+            waiting = next((lane for lane in self.lanes if not lane.finished.is_set()), None)
+            if waiting is None:  # the last one finished since the loop's check
+                break
+            waiting.finished.wait(0.01 if first_in is not None else SLOW_SECONDS)
+        out, self.replayed = self.replayed, []
+        for lane in self.lanes:
+            out.extend(lane.results())
+        self.lanes = [lane for lane in self.lanes if not lane.finished.is_set()]
+        return out
+
+    def _abandon_overruns(self, moment: float, now: int) -> bool:
+        """Give up on attempts past their deadline; True when one was."""
+        abandoned = False
+        for lane in list(self.lanes):
+            taken = lane.abandon_if_overran(moment)
+            if taken is None:
+                continue
+            abandoned = True
+            ctx, left, limit = taken
+            self.lanes.remove(lane)
+            self.replayed.extend(lane.results())  # what the lane finished before it hung
+            self.loop.release(ctx.run.id)
+            if self.loop.slots is not None:
+                self.loop.slots.replace()
+            self.replayed.append(self.loop.advancer.replay(ctx, now, limit))
+            if left:
+                self._dispatch(left, now)
+        return abandoned
+
+    def _commit(self, outcomes: list[tuple[Ctx, Outcome]], now: int) -> list[Ctx]:
+        if not outcomes:
+            return []
+        advancer = self.loop.advancer
+        batch: list[Step] = [advancer.settle(ctx, outcome, now) for ctx, outcome in outcomes]
+        committed = self.loop.commit(batch, now)
+        if committed is None:  # rolled back and handed back: this batch is over
+            self._hand_back_all([])
+            return []
+        self.count += len(committed)
+        return [ctx for ctx, _ in committed if ctx.run.status == RunStatus.RUNNING]
+
+    def _hand_back_all(self, ready: list[Ctx]) -> None:
+        """Every run this batch still holds: at the end of a graceful stop, or after a
+        rolled-back commit. An attempt still running is abandoned; its outcome is dropped."""
+        ids = [ctx.run.id for ctx in ready]
+        for lane in self.lanes:
+            with lane.lock:
+                lane.abandoned = True
+                ids.extend(ctx.run.id for ctx, _ in lane.done)
+                ids.extend(ctx.run.id for ctx in lane.todo)
+                lane.todo.clear()
+                if lane.current is not None:
+                    ids.append(lane.current[0].run.id)
+        self.lanes = []
+        self.loop.hand_back(list(dict.fromkeys(ids)))
+
+
+def _sleep(stop: threading.Event | None, seconds: float) -> None:
+    if stop is not None:
+        stop.wait(seconds)
+    else:
+        time.sleep(seconds)
 
 
 def _records_of(tx: Tx, runs: list[RunRow]) -> dict[tuple[str, int], dict[str, Any]]:

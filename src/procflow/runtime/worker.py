@@ -28,6 +28,9 @@ def run_worker(
     *,
     until_idle: bool,
     concurrency: int = 1,
+    slots: int | None = None,
+    step_timeout: str | None = None,
+    stop_timeout: str | None = None,
 ) -> int:
     """Work with ``concurrency`` threads (each its own connection and worker id)."""
     stop = threading.Event()
@@ -43,6 +46,9 @@ def run_worker(
                 db_url,
                 project_dir=project_dir,
                 worker_id=_thread_id(worker_id, i) if concurrency > 1 else worker_id,
+                slots=slots,
+                step_timeout=step_timeout,
+                stop_timeout=stop_timeout,
             )
             for i in range(concurrency)
         ]

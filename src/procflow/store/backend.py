@@ -18,7 +18,7 @@ from procflow.store.url import Dialect
 
 __all__ = ["SCHEMA_VERSION", "Backend", "schema_script", "statements"]
 
-SCHEMA_VERSION = 3  # schema_<dialect>_1.sql creates; each later file migrates one step
+SCHEMA_VERSION = 4  # schema_<dialect>_1.sql creates; each later file migrates one step
 
 
 class Backend(Protocol):
@@ -62,6 +62,11 @@ class Backend(Protocol):
     def is_conflict(self, exc: BaseException) -> bool:
         """Whether ``exc`` means the database rolled the transaction back to break a deadlock
         or a serialisation conflict (so repeating it is safe)."""
+        ...
+
+    def is_unavailable(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the database failing (unreachable, locked, out of disk) rather
+        than something about the data: a worker backs off and tries again."""
         ...
 
     def table_exists(self, name: str) -> bool: ...

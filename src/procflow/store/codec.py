@@ -1,10 +1,20 @@
-"""How the store writes JSON columns: compact text, built as cheaply as the hot path needs."""
+"""How the store writes JSON columns: compact text, built as cheaply as the hot path needs; and
+how deep JSON a user gives may nest, so that every value stored can be read back."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+MAX_JSON_DEPTH = 64
+"""How deep JSON given by a user may nest (objects and arrays). Python's JSON parser, and much
+that later walks a value, recurses once per level: a text nested a thousand deep would end the
+command with a RecursionError instead of a message. 64 is far beyond any real record or input."""
+
+# A JSON string (escapes and all) or a bracket: what the depth scan looks at.
+_STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
 
 
 def _compact_encoder() -> Callable[[Any], str]:
@@ -46,3 +56,19 @@ def chunks(items: Sequence[Any], size: int = 500) -> Iterator[Sequence[Any]]:
     parameters per statement."""
     for i in range(0, len(items), size):
         yield items[i : i + size]
+
+
+def too_deep_at(text: str, limit: int = MAX_JSON_DEPTH) -> int | None:
+    """The 1-based column of the first ``[`` or ``{`` in JSON ``text`` that opens level
+    ``limit + 1``; None when the text nests no deeper than ``limit``. A scan, not a parse:
+    it never recurses, so it is safe on any text (brackets inside strings do not count)."""
+    depth = 0
+    for found in _STRING_OR_BRACKET.finditer(text):
+        token = found.group()
+        if token in "[{":
+            depth += 1
+            if depth > limit:
+                return found.start() + 1
+        elif token in "]}":
+            depth -= 1
+    return None

@@ -16,14 +16,22 @@ from functools import lru_cache
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
+from procflow.errors import StoreError, UsageError
 from procflow.store.backend import schema_script
 from procflow.store.url import Dialect, StoreUrl
 
-__all__ = ["WAKEUP_CHANNEL", "Listener", "PgConnection", "PostgresBackend", "is_conflict", "pool"]
+__all__ = [
+    "CONNECT_TIMEOUT", "WAKEUP_CHANNEL", "Listener", "PgConnection", "PostgresBackend",
+    "is_conflict", "pool",
+]  # fmt: skip
 
 WAKEUP_CHANNEL = "procflow_wakeup"
+# Seconds to wait for a server before giving up (libpq's connect_timeout, unless the URL sets
+# it): an unreachable host fails a command in seconds, not after the pool's 30 s wait.
+CONNECT_TIMEOUT = 5
 _WAIT_SLICE = 0.2  # seconds: how soon a listening worker notices a stop request
 _CONFLICTS = ("40P01", "40001")  # deadlock_detected, serialization_failure
 _pools: dict[str, ConnectionPool[psycopg.Connection[Any]]] = {}
@@ -47,12 +55,44 @@ def pool(url: str) -> ConnectionPool[psycopg.Connection[Any]]:
     with _pools_lock:
         found = _pools.get(url)
         if found is None:
+            location = StoreUrl.parse(url)
+            kwargs = connect_options(location)
+            # One connection first, in the open: the pool would retry a refused connection in
+            # the background and only say "timeout" after 30 s; this says why, at once.
+            psycopg_connect(location, kwargs).close()
             found = ConnectionPool(
-                StoreUrl.parse(url).conninfo, min_size=1, max_size=32,
-                kwargs={"autocommit": True}, open=True, name="procflow",
+                location.conninfo, min_size=1, max_size=32, kwargs=kwargs, open=True,
+                name="procflow",
             )  # fmt: skip
             _pools[url] = found
         return found
+
+
+def connect_options(url: StoreUrl) -> dict[str, Any]:
+    """psycopg's connection options for ``url``: autocommit, and a connect timeout unless the
+    URL gives its own."""
+    try:
+        given = conninfo_to_dict(url.conninfo)
+    except psycopg.Error as exc:
+        raise UsageError(f"malformed database URL [{url.shown}]: {exc}") from None
+    timeout = {} if "connect_timeout" in given else {"connect_timeout": CONNECT_TIMEOUT}
+    return {"autocommit": True, **timeout}
+
+
+def psycopg_connect(url: StoreUrl, options: dict[str, Any]) -> psycopg.Connection[Any]:
+    """A new connection to ``url``, or a one-line error naming the server and why."""
+    try:
+        return psycopg.connect(url.conninfo, **options)
+    except psycopg.Error as exc:
+        why = " ".join(str(exc).removeprefix("connection failed:").split())
+        if isinstance(exc, psycopg.ProgrammingError):  # libpq refused the URL's options
+            raise UsageError(f"malformed database URL [{url.shown}]: {why}") from None
+        if 'database "' in why and "does not exist" in why:  # a mistyped name: the request's
+            raise UsageError(
+                f"no procflow store at {url.shown}: the database does not exist; create it "
+                "(CREATE DATABASE), then run `procflow db init`"
+            ) from None
+        raise StoreError(f"cannot connect to PostgreSQL at {url.shown}: {why}") from exc
 
 
 def is_conflict(exc: BaseException) -> bool:
@@ -99,7 +139,10 @@ class Listener:
     """A dedicated connection that LISTENs, so an idle worker sleeps until woken."""
 
     def __init__(self, url: str) -> None:
-        self.conn = psycopg.connect(StoreUrl.parse(url).conninfo, autocommit=True)
+        location = StoreUrl.parse(url)
+        # psycopg's own errors here, not psycopg_connect's: a worker tells a database that is
+        # down for a while (it backs off and listens again) by them.
+        self.conn = psycopg.connect(location.conninfo, **connect_options(location))
         self.conn.execute(f"LISTEN {WAKEUP_CHANNEL}")
 
     def wait(self, timeout: float) -> bool:
@@ -155,6 +198,12 @@ class PostgresBackend:
 
     def is_conflict(self, exc: BaseException) -> bool:
         return is_conflict(exc)
+
+    def is_unavailable(self, exc: BaseException) -> bool:
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout))
 
     def table_exists(self, name: str) -> bool:
         # A catalog query, not to_regclass(): that reads the backend's name cache, which still

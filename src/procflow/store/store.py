@@ -13,6 +13,7 @@ and ``pg`` (the two backends), ``queries/*`` (the queries, one module per group 
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,7 +24,7 @@ from procflow.store.backend import SCHEMA_VERSION, Backend
 from procflow.store.queries.runs import RunImage, run_image
 from procflow.store.sqlite import SqliteBackend
 from procflow.store.tx import Tx
-from procflow.store.url import StoreUrl
+from procflow.store.url import StoreUrl, no_store_here
 
 __all__ = [
     "DEFAULT_URL",
@@ -38,26 +39,36 @@ __all__ = [
 ]
 
 DEFAULT_URL = DEFAULT_DATABASE_URL
+_VERSION = re.compile(r"[1-9][0-9]{0,8}")  # a schema version as meta stores it
 
 
-def open_backend(url: StoreUrl) -> Backend:
-    """Connect to the database ``url`` names, with the backend of its dialect."""
+def open_backend(url: StoreUrl, *, create: bool = True) -> Backend:
+    """Connect to the database ``url`` names, with the backend of its dialect (``create``: a
+    SQLite file may be made; see :class:`Store`)."""
     # The one dialect test outside the backends: which backend to make.
     if url.dialect == "postgresql":
         # Imported on demand: psycopg costs start-up time that a SQLite store never needs.
         from procflow.store.pg import PostgresBackend
 
         return PostgresBackend(url)
-    return SqliteBackend(url)
+    return SqliteBackend(url, create=create)
 
 
 class Store:
-    """One connection to one database. Not shared between threads: open one per thread."""
+    """One connection to one database. Not shared between threads: open one per thread.
 
-    def __init__(self, url: str = DEFAULT_URL) -> None:
+    With ``create`` (the default) the database may hold no store yet, and a SQLite file that
+    does not exist is made, for :meth:`init` to fill. Without it, only a database that holds a
+    store opens: anything else is refused (:class:`UsageError`, exit 2) and left untouched.
+    """
+
+    def __init__(self, url: str = DEFAULT_URL, *, create: bool = True) -> None:
         self.url = url
         self.location = StoreUrl.parse(url)
-        self.backend = open_backend(self.location)
+        self.backend = open_backend(self.location, create=create)
+        if not create and not self.backend.table_exists("meta"):
+            self.backend.close()
+            raise no_store_here(self.location, "the database holds no procflow schema")
         self.dialect: str = self.backend.dialect
         self.path = self.location.sqlite_path  # "" on PostgreSQL
         self.conn = self.backend.conn
@@ -101,6 +112,13 @@ class Store:
 
     # --- waiting for work -------------------------------------------------------------------
 
+    def unavailable(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says the store is not answering (as opposed to refusing the data):
+        a worker hands its runs back and backs off, then tries again."""
+        if isinstance(exc, StoreConflict):
+            return False
+        return isinstance(exc, (StoreError, OSError)) or self.backend.is_unavailable(exc)
+
     @property
     def idle_poll_seconds(self) -> float:
         """How long an idle worker may sleep without a wake-up before it looks for work again:
@@ -124,10 +142,20 @@ class Store:
     # --- schema ---------------------------------------------------------------------------
 
     def schema_version(self) -> int | None:
+        """The store's schema version; None when the database holds no store. A version that
+        makes no sense (not a whole number from 1, or missing beside the meta table) is a
+        damaged store: :class:`StoreError`, before anything reads or writes by it."""
         if not self.backend.table_exists("meta"):
             return None
         got = self.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        return int(got[0]) if got else None
+        text = None if got is None else str(got[0])
+        if text is None or not _VERSION.fullmatch(text):
+            raise StoreError(
+                f"{self.location.shown}: the store's schema version is "
+                f"{'missing' if text is None else f'[{text[:40]}]'}, not a version procflow "
+                "knows; the store is damaged (its meta table), so nothing was done"
+            )
+        return int(text)
 
     def init(self, *, virtual_clock: bool = False, now: int = 0) -> bool:
         """Create the schema; returns False when it already existed (then nothing changes)."""
@@ -169,10 +197,12 @@ class Store:
             tx.meta_set("schema_version", str(SCHEMA_VERSION))
         return current, SCHEMA_VERSION
 
-    def ensure_ready(self) -> None:
-        """Create the schema of a new store, or migrate an older one."""
+    def ensure_ready(self, *, create: bool = True) -> None:
+        """Migrate an older store; create the schema of a new one (``create``) or refuse it."""
         version = self.schema_version()
         if version is None:
+            if not create:
+                raise no_store_here(self.location, "the database holds no procflow schema")
             self.init()
         elif version != SCHEMA_VERSION:
             self.upgrade()

@@ -6,6 +6,7 @@ from procflow.store.backend import Backend
 from procflow.store.queries.definitions import DefinitionQueries
 from procflow.store.queries.events import EventQueries
 from procflow.store.queries.history import HistoryQueries
+from procflow.store.queries.idempotency import IdempotencyQueries
 from procflow.store.queries.leases import LeaseQueries
 from procflow.store.queries.meta import MetaQueries
 from procflow.store.queries.outbox import OutboxQueries
@@ -34,6 +35,7 @@ class Tx(
     TaskQueries,
     OutboxQueries,
     RunDataQueries,
+    IdempotencyQueries,
 ):
     """Named queries on one connection. Every method is one or a few statements; none commits:
     the transaction is the store's (:meth:`procflow.store.store.Store.tx`)."""

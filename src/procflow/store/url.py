@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from procflow.errors import UsageError
 
-__all__ = ["Dialect", "StoreUrl", "dialect_of"]
+__all__ = ["Dialect", "StoreUrl", "dialect_of", "no_store_here"]
 
 Dialect = Literal["sqlite", "postgresql"]
 
@@ -63,6 +63,15 @@ class StoreUrl:
     def in_memory(self) -> bool:
         return self.dialect == "sqlite" and self.sqlite_file is None
 
+    @property
+    def shown(self) -> str:
+        """The URL as messages name it: as given, with a password masked."""
+        parts = urlsplit(self.url)
+        if parts.password is None:
+            return self.url
+        user, _, host = parts.netloc.rpartition("@")
+        return parts._replace(netloc=f"{user.partition(':')[0]}:***@{host}").geturl()
+
     @classmethod
     def parse(cls, url: str) -> StoreUrl:
         dialect = dialect_of(url)
@@ -75,6 +84,14 @@ class StoreUrl:
         if dialect == "postgresql":
             return cls(url, dialect, conninfo=f"postgresql://{rest}")
         return _sqlite(url, rest)
+
+
+def no_store_here(url: StoreUrl, why: str) -> UsageError:
+    """The refusal of a command that needs a store where there is none (exit 2: only
+    `procflow db init` makes one, so a mistyped URL never becomes a new, empty store)."""
+    return UsageError(
+        f"no procflow store at {url.shown}: {why}; create one with `procflow db init`"
+    )
 
 
 def _sqlite(url: str, rest: str) -> StoreUrl:

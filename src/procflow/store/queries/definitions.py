@@ -56,9 +56,9 @@ class DefinitionQueries(Queries):
             (name, number, dialect, hash_, file, project_dir, source, now),
         ).fetchone()[0]
         self.c.execute(
-            "INSERT INTO definitions(name, dialect, enabled, latest) VALUES (?, ?, 1, ?) "
-            "ON CONFLICT(name) DO UPDATE SET latest=excluded.latest",
-            (name, dialect, number),
+            "INSERT INTO definitions(name, dialect, enabled, latest, first_version) "
+            "VALUES (?, ?, 1, ?, ?) ON CONFLICT(name) DO UPDATE SET latest=excluded.latest",
+            (name, dialect, number, new_id),
         )
         return self.version(int(new_id))
 
@@ -67,6 +67,34 @@ class DefinitionQueries(Queries):
             "SELECT name, dialect, enabled, latest FROM definitions ORDER BY name"
         ).fetchall()
         return [(r[0], r[1], bool(r[2]), r[3]) for r in rows]
+
+    def definition(self, name: str) -> tuple[str, str, bool, int] | None:
+        """(name, dialect, enabled, latest version) of one deployed definition."""
+        row = self.c.execute(
+            "SELECT name, dialect, enabled, latest FROM definitions WHERE name=?", (name,)
+        ).fetchone()
+        return None if row is None else (row[0], row[1], bool(row[2]), row[3])
+
+    def definitions_before(
+        self, before: int | None, limit: int
+    ) -> list[tuple[str, str, bool, int, int]]:
+        """A page of definitions, newest first by the id of their first version (a redeploy
+        does not move one): (name, dialect, enabled, latest, first version id)."""
+        below = "" if before is None else " WHERE first_version<?"
+        args = (limit,) if before is None else (before, limit)
+        rows = self.c.execute(
+            "SELECT name, dialect, enabled, latest, first_version FROM definitions"
+            f"{below} ORDER BY first_version DESC LIMIT ?",
+            args,
+        ).fetchall()
+        return [(r[0], r[1], bool(r[2]), r[3], r[4]) for r in rows]
+
+    def version_numbered(self, name: str, version: int) -> VersionRow | None:
+        """Version ``version`` of the definition ``name``."""
+        row = self.c.execute(
+            "SELECT * FROM versions WHERE name=? AND version=?", (name, version)
+        ).fetchone()
+        return VersionRow(*row) if row else None
 
     def definition_enabled(self, name: str) -> bool | None:
         row = self.c.execute("SELECT enabled FROM definitions WHERE name=?", (name,)).fetchone()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from procflow.store.queries.base import Queries
 from procflow.store.rows import OutboxRow
 
+_COLS = "id, channel, recipient, subject, body, run_id, step, created_at"
+
 
 class OutboxQueries(Queries):
     def add_outbox(
@@ -25,8 +27,15 @@ class OutboxQueries(Queries):
         return int(row[0])
 
     def outbox(self) -> list[OutboxRow]:
+        rows = self.c.execute(f"SELECT {_COLS} FROM outbox ORDER BY id").fetchall()
+        return [OutboxRow(*r) for r in rows]
+
+    def outbox_before(self, before: int | None, limit: int) -> list[OutboxRow]:
+        """A page of kept messages, newest first: those with an id below ``before`` (None: from
+        the newest)."""
+        below = "" if before is None else " WHERE id<?"
+        args = (limit,) if before is None else (before, limit)
         rows = self.c.execute(
-            "SELECT id, channel, recipient, subject, body, run_id, step, created_at FROM outbox "
-            "ORDER BY id"
+            f"SELECT {_COLS} FROM outbox{below} ORDER BY id DESC LIMIT ?", args
         ).fetchall()
         return [OutboxRow(*r) for r in rows]

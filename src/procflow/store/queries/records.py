@@ -45,6 +45,16 @@ class RecordQueries(Queries):
         ).fetchall()
         return [record_row(r) for r in rows]
 
+    def records_before(self, entity: str, before: int | None, limit: int) -> list[RecordRow]:
+        """A page of ``entity``'s records, newest (highest id) first, those with an id below
+        ``before`` (None: from the newest): a range of the primary key."""
+        below = "" if before is None else " AND id<?"
+        args = (entity, limit) if before is None else (entity, before, limit)
+        rows = self.c.execute(
+            f"SELECT {_COLS} FROM records WHERE entity=?{below} ORDER BY id DESC LIMIT ?", args
+        ).fetchall()
+        return [record_row(r) for r in rows]
+
     def record_exists(self, entity: str, id_: int) -> bool:
         row = self.c.execute(
             "SELECT 1 FROM records WHERE entity=? AND id=?", (entity, id_)
@@ -57,9 +67,16 @@ class RecordQueries(Queries):
         self.b.advisory_lock(f"records:{entity}")
 
     def next_record_id(self, entity: str) -> int:
+        """Past every id the entity ever had: a deleted record's id is never handed out again
+        (its runs, history and the trigger's once-per-record key still name it)."""
         self.lock_record_ids(entity)
         row = self.c.execute("SELECT max(id) FROM records WHERE entity=?", (entity,)).fetchone()
-        return int(row[0] or 0) + 1
+        return max(int(row[0] or 0), self._deleted_high(entity)) + 1
+
+    def _deleted_high(self, entity: str) -> int:
+        row = self.c.execute("SELECT value FROM meta WHERE key=?", (_deleted_key(entity),))
+        found = row.fetchone()
+        return int(found[0]) if found is not None else 0
 
     def insert_record(
         self, entity: str, id_: int, data: dict[str, Any], owner: str | None, now: int
@@ -84,3 +101,13 @@ class RecordQueries(Queries):
 
     def delete_record(self, entity: str, id_: int) -> None:
         self.c.execute("DELETE FROM records WHERE entity=? AND id=?", (entity, id_))
+        if id_ > self._deleted_high(entity):
+            self.c.execute(
+                "INSERT INTO meta(key, value) VALUES (?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                (_deleted_key(entity), str(id_)),
+            )
+
+
+def _deleted_key(entity: str) -> str:
+    return f"records.deleted_high.{entity}"

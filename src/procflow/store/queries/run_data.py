@@ -55,5 +55,12 @@ class RunDataQueries(Queries):
         ).fetchall()
         return {int(n): json.loads(data) for n, data in rows}
 
+    def scope_row(self, run_id: str, path: str, n: int) -> Any:
+        """One loop row (a for_each's items, say) without the others; None when there is none."""
+        row = self.c.execute(
+            "SELECT data FROM scopes WHERE run_id=? AND path=? AND n=?", (run_id, path, n)
+        ).fetchone()
+        return None if row is None else json.loads(row[0])
+
     def delete_run_scopes(self, run_id: str) -> None:
         self.c.execute("DELETE FROM scopes WHERE run_id=?", (run_id,))

@@ -92,6 +92,21 @@ class RunQueries(Queries):
         args.append(limit)
         return [run_row(r) for r in self.c.execute(sql, args).fetchall()]
 
+    def runs_before(
+        self, status: str | None, name: str | None, before: str | None, limit: int
+    ) -> list[RunRow]:
+        """A page of runs, newest first: those whose id sorts before ``before`` (None: from the
+        newest). Ids begin with their creation time, and each filter has an index ending in
+        ``id``, so a page is one index range however deep it is."""
+        sql = f"SELECT {RUN_COLS} FROM runs WHERE 1=1"
+        args: list[Any] = []
+        for condition, value in (("status=?", status), ("name=?", name), ("id<?", before)):
+            if value is not None:
+                sql += f" AND {condition}"
+                args.append(value)
+        rows = self.c.execute(sql + " ORDER BY id DESC LIMIT ?", [*args, limit]).fetchall()
+        return [run_row(r) for r in rows]
+
     def runs_for_record(self, entity: str, id_: int) -> list[RunRow]:
         rows = self.c.execute(
             f"SELECT {RUN_COLS} FROM runs WHERE record_entity=? AND record_id=? "

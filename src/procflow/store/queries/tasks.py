@@ -76,6 +76,22 @@ class TaskQueries(Queries):
         rows = self.c.execute(sql + " ORDER BY id", args).fetchall()
         return [task_dict(r) for r in rows]
 
+    def open_tasks_before(
+        self, assignee: str | None, before: int | None, limit: int
+    ) -> list[dict[str, Any]]:
+        """A page of open tasks, newest first: those with an id below ``before`` (None: from
+        the newest), optionally of one assignee."""
+        sql = f"{_SELECT} WHERE status='open'"
+        args: list[Any] = []
+        if assignee is not None:
+            sql += " AND assignee=?"
+            args.append(assignee)
+        if before is not None:
+            sql += " AND id<?"
+            args.append(before)
+        rows = self.c.execute(sql + " ORDER BY id DESC LIMIT ?", [*args, limit]).fetchall()
+        return [task_dict(r) for r in rows]
+
     def end_task(
         self,
         task_id: int,

@@ -1,0 +1,494 @@
+"""Benchmark: the HTTP API of ``procflow serve`` under 8 client threads.
+
+One ``procflow serve`` process on SQLite (with its in-process worker, as deployed by default),
+and on PostgreSQL two of them sharing the store, the client threads spread over both. Clients are
+8 threads in this process, each with its own keep-alive ``httpx.Client``; every figure is the
+requests answered per second over the phase's wall time (all threads start together), with p50
+and p99 of the per-request latency, and the rate as a ratio to ``GET /health`` measured on the
+same servers in the same run (so the machine's speed, and the client's own cost, divide out).
+
+1. ``GET /health``: the baseline.
+2. ``POST /events``, each event resuming one of N runs parked on ``wait_for`` with distinct
+   correlation keys (N = 1,000, then 100,000: the runs are parked by ``Engine.start_flow`` in
+   transactions of 1,000 before the phase, outside the timing). Each answer's delivery report
+   must name exactly one resumed run. Target: at least 40 % of ``/health``'s rate.
+3. ``POST /flows/{name}/runs``: runs started per second (a one-step flow; the servers' workers
+   run them meanwhile, as they would in production).
+4. ``GET /runs?limit=50`` and ``GET /runs/{id}`` (ids drawn at random) on a store holding
+   1,000,000 completed runs with 4 history entries each, made by SQL ``INSERT ... SELECT`` from
+   one real run (the engine would take an hour to make them). Target: p50 under 10 ms. With 8
+   clients a request also waits for the ones ahead of it, so each is measured again with one
+   client (compared with ``/health`` from one client): the latency of the request itself.
+
+Run: ``.venv/bin/python bench/http.py [--backends sqlite,postgresql] [--n 1000,100000]
+[--runs 1000000] [--requests 2000] [--threads 8] [--no-worker] [--pg URL]``. PostgreSQL is the
+server at ``--pg`` (default ``$PROCFLOW_BENCH_PG``, else
+``postgresql://postgres@127.0.0.1:5432/postgres``); the benchmark creates its databases there
+and drops them. The figures are wall-clock on a shared machine: other load shows in them (the
+load average is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    import httpx
+
+# This file is bench/http.py, and Python puts its folder first on sys.path: `import http` (the
+# standard library's, which httpx needs) would find this file. So the folder is taken off
+# before httpx is imported (in main), and the sibling module shared with the other
+# benchmarks is loaded by its path.
+_BENCH = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH]
+
+
+def _sibling(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", _BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_throughput = _sibling("throughput")
+procflow_bin, worker_env = _throughput.procflow_bin, _throughput.worker_env
+
+EVENT = "approvals.decided"
+SECRET_KEY = "procflow-bench-secret-key-" + "k" * 24
+PARK_GROUP = 1_000  # start_flow calls per transaction while parking
+
+MANIFEST = """\
+connector: approvals
+description: Approval decisions arriving from outside (events only, no actions).
+events:
+  decided:
+    description: Someone decided on an approval request.
+    payload:
+      key: { type: string, required: true }
+      approved: { type: boolean }
+    correlate_on: [key]
+"""
+WAITING_FLOW = f"""\
+flow: awaiting
+inputs:
+  k: {{ type: string, required: true }}
+steps:
+  - approval:
+      wait_for: {EVENT}
+      match: {{ key: "{{{{ k }}}}" }}
+      timeout: 30d
+  - after:
+      set: {{ status: "{{{{ approval.status }}}}" }}
+"""
+QUICK_FLOW = """\
+flow: quick
+inputs:
+  who: { type: string, required: true }
+steps:
+  - greet: { set: { text: "hello {{ who }}" } }
+output:
+  text: "{{ greet.text }}"
+"""
+
+
+def key_of(i: int) -> str:
+    return f"approval-{i:07d}"
+
+
+# --- stores -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Backend:
+    """Where the benchmark's stores live: SQLite files in a folder, or databases on a server."""
+
+    name: str
+    root: Path
+    admin_url: str | None = None  # PostgreSQL: the server's maintenance database
+    made: list[str] | None = None
+
+    def new_store(self, label: str) -> str:
+        from procflow.store.store import Store
+
+        if self.name == "sqlite":
+            url = f"sqlite:///{self.root / f'{label}.db'}"
+        else:
+            assert self.admin_url is not None
+            database = f"procflow_bench_{label}_{uuid.uuid4().hex[:8]}"
+            self._admin(f"CREATE DATABASE {database}")
+            url = urlsplit(self.admin_url)._replace(path=f"/{database}").geturl()
+            self.made = [*(self.made or []), database]
+        store = Store(url)
+        try:
+            store.init()
+        finally:
+            store.close()
+        return url
+
+    def _admin(self, sql: str) -> None:
+        import psycopg
+
+        assert self.admin_url is not None
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(sql.encode())
+
+    def drop_all(self) -> None:
+        for database in self.made or []:
+            self._admin(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+
+
+def environment(root: Path) -> dict[str, str]:
+    env = {k: v for k, v in worker_env(root).items() if not k.startswith("PROCFLOW_")}
+    env["PROCFLOW_SECRET_KEY"] = SECRET_KEY
+    return env
+
+
+def make_project(root: Path) -> Path:
+    project = root / "project"
+    connector = project / "connectors" / "approvals"
+    connector.mkdir(parents=True)
+    (connector / "manifest.yaml").write_text(MANIFEST)
+    (connector / "__init__.py").write_text('"""Events only: no actions to implement."""\n')
+    (project / "awaiting.flow.yaml").write_text(WAITING_FLOW)
+    (project / "quick.flow.yaml").write_text(QUICK_FLOW)
+    return project
+
+
+@contextmanager
+def engine_on(url: str, project: Path) -> Iterator[Any]:
+    from procflow.runtime.engine import Engine
+
+    engine = Engine(url, project_dir=str(project), environ=environment(project.parent))
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+def park(url: str, project: Path, first: int, last: int) -> float:
+    """Start runs ``first..last-1`` of the waiting flow and work until each waits; seconds."""
+    started = time.perf_counter()
+    with engine_on(url, project) as engine:
+        for low in range(first, last, PARK_GROUP):
+            with engine.store.tx():  # the start_flow calls join this transaction
+                for i in range(low, min(last, low + PARK_GROUP)):
+                    engine.start_flow("awaiting", {"k": key_of(i)})
+        engine.work()
+    return time.perf_counter() - started
+
+
+def count(url: str, sql: str) -> int:
+    from procflow.store.store import Store
+
+    store = Store(url)
+    try:
+        return int(store.conn.execute(sql).fetchone()[0])
+    finally:
+        store.close()
+
+
+def settled(url: str, expected: int) -> int:
+    """The number of runs waiting, once it is ``expected`` (the servers' workers may still hold
+    some of the runs just started)."""
+    deadline = time.monotonic() + 600
+    while (waiting := count(url, "SELECT count(*) FROM waits")) != expected:
+        assert time.monotonic() < deadline, f"{waiting} runs wait, not {expected}"
+        time.sleep(0.2)
+    return waiting
+
+
+def fill_runs(url: str, project: Path, n: int) -> list[str]:
+    """``n`` completed runs (each with the template run's 4 history entries) inserted by SQL;
+    returns their ids."""
+    from procflow.store.store import Store
+
+    with engine_on(url, project) as engine:
+        engine.deploy(str(project / "quick.flow.yaml"))
+        template = engine.start_flow("quick", {"who": "template"})
+        engine.work()
+    store = Store(url)
+    try:
+        conn = store.conn
+        sqlite = store.dialect == "sqlite"
+        series = (
+            f"(WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < {n}) "
+            "SELECT i FROM c) AS s"
+            if sqlite
+            else f"generate_series(1, {n}) AS s(i)"
+        )
+        prefix = "printf('%012x', s.i)" if sqlite else "lpad(to_hex(s.i), 12, '0')"
+        new_id = f"{prefix} || substr(t.{{id}}, 13)"
+        with store.tx():
+            for table, id_column, time_column in (
+                ("runs", "id", "started_at"),
+                ("history", "run_id", "at"),
+            ):
+                columns = _columns(conn, table, sqlite)
+                chosen = [
+                    new_id.format(id=id_column) if c == id_column
+                    else f"t.{c} + s.i" if c == time_column
+                    else f"t.{c}"
+                    for c in columns
+                ]  # fmt: skip
+                conn.execute(
+                    f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(chosen)} "
+                    f"FROM {series}, {table} t WHERE t.{id_column} = '{template}'"
+                )
+        conn.execute("ANALYZE")
+    finally:
+        store.close()
+    rng = random.Random(7)
+    return [f"{i:012x}{template[12:]}" for i in rng.sample(range(1, n + 1), min(n, 5_000))]
+
+
+def _columns(conn: Any, table: str, sqlite: bool) -> list[str]:
+    if sqlite:
+        return [row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()]
+    rows = conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+        "AND table_schema = current_schema() ORDER BY ordinal_position",
+        (table,),
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+# --- servers ----------------------------------------------------------------------------------
+
+
+class Servers:
+    """``count`` ``procflow serve`` processes on one store."""
+
+    def __init__(self, url: str, project: Path, count: int, flags: tuple[str, ...] = ()) -> None:
+        env = environment(project.parent)
+        command = [*procflow_bin(), "serve", "--port", "0", "--db", url, "--project", str(project)]
+        self.processes = [
+            subprocess.Popen(
+                [*command, *flags],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            for _ in range(count)
+        ]
+        self.urls = []
+        for process in self.processes:
+            assert process.stdout is not None
+            line = process.stdout.readline().strip()
+            assert line.startswith("serving on "), f"procflow serve said {line!r}"
+            self.urls.append(line.removeprefix("serving on "))
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.terminate()
+        for process in self.processes:
+            process.wait(timeout=120)
+            if process.stdout is not None:
+                process.stdout.close()
+
+
+# --- the load ---------------------------------------------------------------------------------
+
+Request = Callable[["httpx.Client", str, int], "httpx.Response"]  # (client, base URL, item)
+
+
+@dataclass
+class Figure:
+    label: str
+    requests: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+
+    @property
+    def rate(self) -> float:
+        return self.requests / self.seconds
+
+
+def load(label: str, servers: Servers, threads: int, items: int, send: Request) -> Figure:
+    """``items`` requests (item numbers 0..items-1) split over ``threads`` threads, thread t
+    talking to server t mod len(servers); every answer must be a success."""
+    latencies: list[list[float]] = [[] for _ in range(threads)]
+    failures: list[str] = []
+    barrier = threading.Barrier(threads + 1)
+
+    import httpx
+
+    def run(t: int) -> None:
+        base = servers.urls[t % len(servers.urls)]
+        with httpx.Client(timeout=120) as client:
+            client.get(f"{base}/health")  # the connection is open before the clock starts
+            barrier.wait()
+            for item in range(t, items, threads):
+                started = time.perf_counter()
+                answer = send(client, base, item)
+                latencies[t].append(time.perf_counter() - started)
+                if not answer.is_success:
+                    failures.append(f"{answer.status_code} {answer.text[:200]}")
+
+    workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
+    for worker in workers:
+        worker.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for worker in workers:
+        worker.join()
+    seconds = time.perf_counter() - started
+    assert not failures, f"{label}: {len(failures)} failed, e.g. {failures[0]}"
+    ordered = sorted(x for per in latencies for x in per)
+    p50 = ordered[len(ordered) // 2] * 1000
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
+    return Figure(label, len(ordered), seconds, p50, p99)
+
+
+def health(client: httpx.Client, base: str, item: int) -> httpx.Response:
+    return client.get(f"{base}/health")
+
+
+def event_sender(first: int) -> Request:
+    def send(client: httpx.Client, base: str, item: int) -> httpx.Response:
+        data = {"key": key_of(first + item), "approved": True}
+        answer = client.post(f"{base}/events", json={"type": EVENT, "data": data})
+        if answer.is_success and len(answer.json()["resumed"]) != 1:
+            raise AssertionError(f"event {first + item} resumed {answer.json()['resumed']}")
+        return answer
+
+    return send
+
+
+def start_quick(client: httpx.Client, base: str, item: int) -> httpx.Response:
+    return client.post(f"{base}/flows/quick/runs", json={"inputs": {"who": f"w{item}"}})
+
+
+def run_getter(ids: list[str]) -> Request:
+    def send(client: httpx.Client, base: str, item: int) -> httpx.Response:
+        return client.get(f"{base}/runs/{ids[item % len(ids)]}")
+
+    return send
+
+
+def runs_page(client: httpx.Client, base: str, item: int) -> httpx.Response:
+    return client.get(f"{base}/runs", params={"limit": "50"})
+
+
+# --- the phases -------------------------------------------------------------------------------
+
+
+def bench_backend(backend: Backend, args: argparse.Namespace) -> list[tuple[Figure, Figure]]:
+    """(figure, the /health figure it is compared with) of every phase on one backend."""
+    project = make_project(backend.root)
+    servers_count = 1 if backend.name == "sqlite" else 2
+    out: list[tuple[Figure, Figure]] = []
+    url = backend.new_store("events")
+    with engine_on(url, project) as engine:
+        engine.deploy(str(project / "awaiting.flow.yaml"))
+        engine.deploy(str(project / "quick.flow.yaml"))
+    flags = ("--no-worker",) if args.no_worker else ()
+    servers = Servers(url, project, servers_count, flags)
+    try:
+        base = load("GET /health", servers, args.threads, args.requests, health)
+        say(base, base)
+        parked = resumed = 0
+        for n in args.n:
+            top = n + resumed  # the runs resumed before are no longer waiting
+            seconds = park(url, project, parked, top)
+            waiting = settled(url, n)
+            print(f"  parked {top - parked:,} runs in {seconds:.1f} s; {waiting:,} waiting")
+            sent = min(args.requests, waiting)
+            first = random.Random(n).randrange(parked, top - sent + 1)  # only runs still waiting
+            figure = load(f"POST /events (N = {waiting:,})", servers, args.threads, sent,
+                          event_sender(first))  # fmt: skip
+            out.append((figure, base))
+            say(figure, base, target=0.4)
+            parked, resumed = top, resumed + sent
+        figure = load("POST /flows/{name}/runs", servers, args.threads, args.requests, start_quick)
+        out.append((figure, base))
+        say(figure, base)
+    finally:
+        servers.stop()
+    many = backend.new_store("runs")
+    started = time.perf_counter()
+    ids = fill_runs(many, project, args.runs)
+    print(f"  inserted {args.runs:,} runs by SQL in {time.perf_counter() - started:.1f} s")
+    servers = Servers(many, project, servers_count, flags)
+    try:
+        base = load("GET /health", servers, args.threads, args.requests, health)
+        say(base, base)
+        label = f"({args.runs:,} runs)"
+        alone = load("GET /health, 1 client", servers, 1, args.requests // 4, health)
+        for name, request in ((f"GET /runs?limit=50 {label}", runs_page),
+                              (f"GET /runs/{{id}} {label}", run_getter(ids))):  # fmt: skip
+            figure = load(name, servers, args.threads, args.requests, request)
+            out.append((figure, base))
+            say(figure, base, p50_under_ms=10)
+            # One client at a time: the latency of the request itself, without queueing.
+            single = load(f"{name}, 1 client", servers, 1, args.requests // 4, request)
+            say(single, alone, p50_under_ms=10)
+    finally:
+        servers.stop()
+    return out
+
+
+def say(
+    figure: Figure, base: Figure, target: float | None = None, p50_under_ms: float | None = None
+) -> None:
+    ratio = figure.rate / base.rate
+    verdict = ""
+    if target is not None:
+        verdict = f"  (target >= {target:.0%}: {'met' if ratio >= target else 'MISSED'})"
+    if p50_under_ms is not None:
+        met = figure.p50_ms < p50_under_ms
+        verdict = f"  (target p50 < {p50_under_ms:g} ms: {'met' if met else 'MISSED'})"
+    print(
+        f"  {figure.label:<40} {figure.rate:8,.0f} req/s  {ratio:6.0%} of /health  "
+        f"p50 {figure.p50_ms:6.2f} ms  p99 {figure.p99_ms:7.2f} ms  "
+        f"({figure.requests:,} in {figure.seconds:.1f} s){verdict}",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument("--n", default="1000,100000", help="waiting runs for POST /events")
+    parser.add_argument("--runs", type=int, default=1_000_000, help="runs for the GET phases")
+    parser.add_argument("--requests", type=int, default=2_000, help="requests per phase")
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--no-worker", action="store_true", help="serve --no-worker (events: the "
+                        "resumed runs are left for no one)")  # fmt: skip
+    parser.add_argument("--pg", default=os.environ.get("PROCFLOW_BENCH_PG")
+                        or "postgresql://postgres@127.0.0.1:5432/postgres")  # fmt: skip
+    args = parser.parse_args()
+    args.n = sorted(int(x) for x in args.n.split(","))
+    print(f"procflow serve under {args.threads} client threads; load average "
+          f"{os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs")  # fmt: skip
+    for name in args.backends.split(","):
+        servers = "one serve process" if name == "sqlite" else "two serve processes"
+        print(f"{name} ({servers}):", flush=True)
+        with tempfile.TemporaryDirectory(prefix="procflow-http-bench-") as folder:
+            backend = Backend(name, Path(folder), args.pg if name == "postgresql" else None)
+            try:
+                bench_backend(backend, args)
+            finally:
+                backend.drop_all()
+    print(f"load average at the end {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

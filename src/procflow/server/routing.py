@@ -1,0 +1,168 @@
+"""How a route of the HTTP API is declared and called.
+
+Each route is one :class:`Endpoint`: its method and path, who may call it, what it reads and
+answers (which ``/openapi.json`` is built from), and a plain function that takes a :class:`Call`
+and returns the answer. The function runs on a thread of the server's pool with that thread's
+own engine, exactly like a CLI command: every face makes the same engine calls. Whatever goes
+wrong becomes a problem document (``problems.py``); no traceback ever leaves the process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from procflow.errors import ProcflowError, StoreError
+from procflow.runtime.engine import Engine
+from procflow.runtime.identity import ADMINISTRATOR, Actor
+from procflow.server.problems import Problem, problem_for, problem_response
+from procflow.server.state import ServerState
+
+__all__ = ["Call", "Endpoint", "json_response", "routes_of"]
+
+log = logging.getLogger("procflow.server")
+
+MAX_BODY = 1024 * 1024  # bytes: a larger body is refused with 413 before it is read whole
+
+
+@dataclass
+class Call:
+    """One request, as a route's function sees it."""
+
+    request: Request
+    body: bytes
+    actor: Actor
+    state: ServerState
+
+    @property
+    def engine(self) -> Engine:
+        """This server thread's engine, opened on first use (``/health`` never opens one)."""
+        return self.state.engines.get()
+
+    @property
+    def params(self) -> Mapping[str, str]:
+        return self.request.path_params
+
+    @property
+    def query(self) -> Mapping[str, str]:
+        return self.request.query_params
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        return self.request.headers
+
+    def json(self, *, allow_empty: bool = False) -> Any:
+        """The body as JSON (``application/json``); 400 when it is anything else."""
+        if not self.body and allow_empty:
+            return None
+        kind = self.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != "application/json" and not kind.endswith("+json"):
+            raise Problem(400, f"the body must be application/json, not [{kind or 'none'}]")
+        return parse_json(self.body)
+
+
+def parse_json(body: bytes) -> Any:
+    try:
+        text = body.decode("utf-8")
+        return json.loads(text, parse_constant=_no_constant)
+    except UnicodeDecodeError:
+        raise Problem(400, "the body is not UTF-8 text") from None
+    except ValueError as exc:
+        raise Problem(400, f"the body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise Problem(400, "the body is nested too deeply") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A route: its contract (for ``/openapi.json``) and the function that answers it."""
+
+    method: str
+    path: str
+    handler: Callable[[Call], Response]
+    summary: str
+    public: bool = False  # no bearer token needed (/health, /webhooks)
+    params: tuple[dict[str, Any], ...] = ()  # OpenAPI parameter objects (path and query)
+    body: dict[str, Any] | None = None  # OpenAPI requestBody content by media type
+    responses: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def route(self, state: ServerState) -> Route:
+        async def endpoint(request: Request) -> Response:
+            return await answer(self, request, state)
+
+        return Route(self.path, endpoint, methods=[self.method], name=f"{self.method} {self.path}")
+
+
+def routes_of(endpoints: list[Endpoint], state: ServerState) -> list[Route]:
+    return [e.route(state) for e in endpoints]
+
+
+async def answer(endpoint: Endpoint, request: Request, state: ServerState) -> Response:
+    try:
+        actor = ADMINISTRATOR if endpoint.public else state.authenticate(request.headers)
+        refuse_nul(request)
+        body = await read_body(request)
+        return await run_in_threadpool(_call, endpoint, request, body, actor, state)
+    except Problem as problem:
+        return problem_response(problem)
+
+
+def _call(
+    endpoint: Endpoint, request: Request, body: bytes, actor: Actor, state: ServerState
+) -> Response:
+    try:
+        return endpoint.handler(Call(request, body, actor, state))
+    except Problem as problem:
+        return problem_response(problem)
+    except StoreError as exc:
+        log.error("store error on %s %s: %s", endpoint.method, endpoint.path, exc)
+        return problem_response(Problem(503, f"the store is not available: {exc}"))
+    except ProcflowError as exc:
+        return problem_response(problem_for(exc))
+    except Exception:  # a bug: logged here in full, never sent to the caller
+        log.exception("internal error on %s %s", endpoint.method, endpoint.path)
+        return problem_response(Problem(500, "an internal error occurred; it has been logged"))
+
+
+def refuse_nul(request: Request) -> None:
+    """A NUL character in a path value or query parameter is refused (400) before any route
+    sees it: no name, id or filter holds one, and PostgreSQL cannot even compare text with one."""
+    pairs = [*request.path_params.items(), *request.query_params.multi_items()]
+    for name, value in pairs:
+        if "\x00" in name or "\x00" in value:
+            shown = name.replace("\x00", "\\0")
+            message = f"[{shown}] holds a NUL character, which no name, id or value may hold"
+            raise Problem(400, message, [{"field": shown, "message": message}])
+
+
+async def read_body(request: Request) -> bytes:
+    """The whole body, refused with 413 past :data:`MAX_BODY` (before reading it all)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
+        raise Problem(413, f"the body is larger than {MAX_BODY} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise Problem(413, f"the body is larger than {MAX_BODY} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def json_response(
+    value: Any, status: int = 200, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(value, status_code=status, headers=dict(headers or {}))
