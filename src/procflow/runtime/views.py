@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from procflow.errors import NotFoundError
+from procflow.model.ir import Application
 from procflow.runtime.clock import iso
 from procflow.states import TokenState
 from procflow.store.rows import HistoryRow, RunRow, TokenRow
@@ -97,8 +98,6 @@ def run_json(
 
 
 def declared_vars(definition: Any, name: str) -> list[str]:
-    from procflow.model.ir import Application
-
     if isinstance(definition, Application):
         for process in definition.processes:
             if process.name == name:
