@@ -55,7 +55,7 @@ def text_problem(text: str) -> str | None:
 
 
 def shown(text: str) -> str:
-    """``text`` safe to print: each lone surrogate written as its ``\\uXXXX`` escape."""
+    """``text`` safe to print: each lone surrogate written as its backslash-u escape."""
     if text_problem(text) is None:
         return text
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
