@@ -58,6 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/flow_timers.py
 	$(BIN)/python bench/event_scale.py
 	$(BIN)/python bench/http.py
+	$(BIN)/python bench/startup.py
 
 # 4 workers on PostgreSQL advance 1,000 runs while a driver SIGKILLs one every ~200 ms.
 chaos: $(STAMP)

@@ -19,11 +19,12 @@ the same runtime calls, so no face can do what another cannot.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self
 
 from procflow.runtime import engine as _runtime
+from procflow.runtime import retention
 from procflow.runtime.deploy import Deployed
 from procflow.runtime.identity import Actor
 from procflow.store.rows import RunRow
@@ -90,6 +91,15 @@ class Runs:
 
     def retry(self, run_id: str, *, user: str | None = None) -> None:
         self._e.retry(run_id, user=user)
+
+    def purge(
+        self, *, ended_before: str | datetime | timedelta, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Delete the runs completed, cancelled or aborted before ``ended_before`` (a timestamp,
+        a duration counted back from the store's clock, a datetime or a timedelta) with all
+        their rows; ``dry_run``: only count them. Returns ``{purged, dry_run, ended_before,
+        rows}`` (``procflow runs purge --json``). Waiting, running and failed runs stay."""
+        return retention.purge(self._e.store, ended_before, dry_run=dry_run).to_json()
 
 
 class Tasks:

@@ -17,6 +17,7 @@ request is unusable (every ``UsageError``).
       DurationError         a malformed duration literal
       UsageError            exit 2: the request is unusable
         ConfigError           a setting's value: setting
+        MissingExtraError     an optional part of procflow is not installed: extra
         NotFoundError         unknown definition, run, record, task: kind, key, entity
         StateConflictError    a run's or task's state forbids it now (HTTP 409)
           RunStateError         the run's status forbids it (cancel, retry): run_id, status
@@ -159,6 +160,17 @@ class ConfigError(UsageError):
     def __init__(self, message: str, *, setting: str | None = None) -> None:
         super().__init__(message)
         self.setting = setting
+
+
+class MissingExtraError(UsageError):
+    """A command needs an optional part of procflow (an extra) that is not installed.
+
+    ``what`` is what needs it (``procflow serve``, ``PostgreSQL``), ``extra`` the extra's name.
+    """
+
+    def __init__(self, what: str, extra: str) -> None:
+        super().__init__(f"{what} needs the {extra} extra: pip install 'procflow[{extra}]'")
+        self.extra = extra
 
 
 class NotFoundError(UsageError):

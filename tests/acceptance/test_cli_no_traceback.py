@@ -61,6 +61,9 @@ class Scene:
         self.invalid = self.write("bad.flow.yaml", "flow: bad\nsteps: 3\nnope: 1\n")
         self.not_yaml = self.write("broken.intent", "name: [unclosed\n")
         self.wrong_suffix = self.write("notes.txt", "name: x\n")
+        self.bad_test = self.write("bad.test.yaml", "tests: greet.flow.yaml\nscenarioz: []\n")
+        self.deep_test = self.write("deep.test.yaml", deep_yaml())
+        self.broken_test = self.write("broken.test.yaml", "tests: [unclosed\n")
         self.missing = str(folder / "missing.intent")
         (folder / "empty-dir").mkdir()
         self.empty_dir = str(folder / "empty-dir")
@@ -134,6 +137,11 @@ def cases(s: Scene) -> dict[str, list[Case]]:
             (s.flow, "--format", "png"), (),
         ],
         "schema": [("yaml",), ()],
+        "completion": [("tcsh",), (), ("bash", "zsh")],
+        "test": [
+            (s.missing,), (s.empty_dir,), (s.bad_test,), (s.deep_test,), (s.broken_test,),
+            (s.flow,), (s.bad_test, "--min-coverage", "x"), (s.bad_test, "--min-coverage", "101"),
+        ],
         "run": [
             (s.missing,), (s.deep_flow,), (s.deep_intent,), (s.deep_block,), (s.invalid,),
             (s.empty_dir,), (s.intent, "--record", j), (s.intent, "--record", "{"),
@@ -153,7 +161,14 @@ def cases(s: Scene) -> dict[str, list[Case]]:
         "runs show": [("nope",), ("nope", "--history", "x"), ("nope", "--history", HUGER_ID), ()],
         "runs cancel": [("nope",), (HUGE_ID,), ()],
         "runs retry": [("nope",), ()],
-        "worker": [("--concurrency", "-1"), ("--concurrency", "0"), ("--concurrency", HUGE_ID)],
+        "runs purge": [
+            ("--ended-before", "soon"), ("--ended-before", "-1d"), ("--ended-before", j), (),
+        ],
+        "worker": [
+            ("--concurrency", "-1"), ("--concurrency", "0"), ("--concurrency", HUGE_ID),
+            ("--log-format", "yaml"), ("--retain", "0d"), ("--retain", j),
+            ("--metrics-port", "-1"),
+        ],
         "clock show": [("--nope",)],
         "clock advance": [("soon",), ("-1d",), ("99999999999999999999d",), (j,), ()],
         "clock set": [("yesterday",), ("2026-01-01T00:00:00Z",), ("9" * 50,), ()],
@@ -190,7 +205,10 @@ def cases(s: Scene) -> dict[str, list[Case]]:
         ],
         "outbox list": [("--nope",)],
         # (only refusals that come before it listens: a case it accepted would serve forever)
-        "serve": [("--port", "-1"), ("--port", "70000"), ("--port", HUGER_ID), ("--nope",)],
+        "serve": [
+            ("--port", "-1"), ("--port", "70000"), ("--port", HUGER_ID), ("--nope",),
+            ("--log-format", "yaml"), ("--retain", "soon"),
+        ],
     }  # fmt: skip
 
 
@@ -201,6 +219,7 @@ def good_args(s: Scene) -> dict[str, Case]:
         "deploy": (s.flow,), "run": (s.intent, "--record", '{"title": "x"}'),
         "start": ("greet", "--input", "who=ann"), "runs list": (), "runs show": ("r1",),
         "runs cancel": ("r1",), "runs retry": ("r1",), "worker": ("--until-idle",),
+        "runs purge": ("--ended-before", "30d"),
         "clock show": (), "clock advance": ("1h",), "clock set": ("2027-06-01T00:00:00Z",),
         "db init": (), "db upgrade": (), "definitions list": (), "definitions disable": ("greet",),
         "definitions enable": ("greet",), "records create": ("Order", "--data", '{"title": "x"}'),
@@ -221,7 +240,10 @@ NO_STORE_YET = {"missing file", "an empty file", "an empty database"}
 def leaf_commands(
     group: click.Group = procflow_cli, prefix: str = ""
 ) -> Iterator[tuple[str, click.Command]]:
-    for name, command in sorted(group.commands.items()):
+    ctx = click.Context(group)  # the top group imports its commands on demand: ask it
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         path = f"{prefix}{name}"
         if isinstance(command, click.Group):
             yield from leaf_commands(command, f"{path} ")

@@ -26,12 +26,16 @@ TWINS = {
     "--slots": "PROCFLOW_SLOTS",
     "--step-timeout": "PROCFLOW_STEP_TIMEOUT",
     "--stop-timeout": "PROCFLOW_STOP_TIMEOUT",
+    "--log-format": "PROCFLOW_LOG_FORMAT",
 }
 
 
 def commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
     """The path of every command under ``group`` (``("runs", "list")``, ...)."""
-    for name, command in sorted(group.commands.items()):
+    ctx = click.Context(group)  # the top group imports its commands on demand: ask it
+    for name in sorted(group.list_commands(ctx)):
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         if isinstance(command, click.Group):
             yield from commands(command, (*path, name))
         else:
@@ -42,7 +46,9 @@ def command_at(path: tuple[str, ...]) -> click.Command:
     found: click.Command = cli
     for name in path:
         assert isinstance(found, click.Group)
-        found = found.commands[name]
+        command = found.get_command(click.Context(found), name)
+        assert command is not None, name
+        found = command
     return found
 
 

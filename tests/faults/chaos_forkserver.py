@@ -29,6 +29,7 @@ def warm_up() -> None:
     import psycopg_pool
 
     import procflow.cli
+    import procflow.cli.runs  # the worker command: the CLI imports its commands lazily
     import procflow.runtime.engine
     import procflow.runtime.worker
     import procflow.store.pg

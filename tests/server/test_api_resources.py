@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -154,25 +153,12 @@ def test_an_unknown_definition_is_a_404(site: Site) -> None:
     site.refused("GET", "/definitions/nope", 404, detail="[nope]")
 
 
-def fake_dot(folder: Path) -> None:
-    """A `dot` that answers an SVG naming the DOT text's first line (Graphviz need not be
-    installed for the route's own behaviour to be tested)."""
-    script = folder / "dot"
-    script.write_text('#!/bin/sh\nread first\necho "<svg><!-- $first --></svg>"\n')
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-
-
-def test_the_diagram_is_svg_drawn_by_graphviz(
-    site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    tools = tmp_path / "bin"
-    tools.mkdir()
-    fake_dot(tools)
-    monkeypatch.setenv("PATH", str(tools))
+def test_the_diagram_is_svg_drawn_by_graphviz_with_each_step_marked(site: Site) -> None:
     drawn = site.client.get("/definitions/greet/diagram.svg")
     assert drawn.status_code == 200
     assert drawn.headers["content-type"].startswith("image/svg+xml")
-    assert drawn.text.startswith("<svg><!-- digraph")
+    assert drawn.text.startswith("<svg")
+    assert 'class="node step" data-step="later"' in drawn.text
     assert site.deploy("greet.flow.yaml", GREET + "# version 2\n").status_code == 201
     for version in (1, 2):
         got = site.client.get(f"/definitions/greet/diagram.svg?version={version}")

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from typing import NoReturn
 
 import click
 
-from procflow.cli import definitions, records, runs, serve
+from procflow.cli.lazy import LazyGroup, Listed
 from procflow.cli.output import EXIT_BAD, EXIT_OK, EXIT_USAGE
 from procflow.errors import DefinitionError, ProcflowError
 
@@ -26,14 +27,87 @@ INTERRUPTED = 130  # what a shell reports for a command ended by Ctrl-C
 _LONGEST = 2000  # characters of one error line
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# The command modules, imported only by the command that needs one (start-up time: see
+# procflow.cli.lazy).
+
+
+def _definitions() -> Sequence[click.Command]:
+    from procflow.cli import definitions
+
+    return definitions.COMMANDS
+
+
+def _runs() -> Sequence[click.Command]:
+    from procflow.cli import runs
+
+    return runs.COMMANDS
+
+
+def _records() -> Sequence[click.Command]:
+    from procflow.cli import records
+
+    return records.COMMANDS
+
+
+def _serve() -> Sequence[click.Command]:
+    from procflow.cli import serve
+
+    return serve.COMMANDS
+
+
+def _test() -> Sequence[click.Command]:
+    from procflow.cli import test_cmd
+
+    return test_cmd.COMMANDS
+
+
+def _completion() -> Sequence[click.Command]:
+    from procflow.cli import completion
+
+    return completion.COMMANDS
+
+
+# Every command: its module, and the first sentence of its help (what `procflow --help` shows).
+COMMANDS = {
+    "validate": Listed(_definitions, "Validate definition files (*.intent, *.flow.yaml) and print "
+                       "every problem."),
+    "deploy": Listed(_definitions, "Validate files and store new versions of their definitions."),
+    "graph": Listed(_definitions, "Draw a process or flow as a Mermaid or Graphviz diagram."),
+    "schema": Listed(_definitions, "Print the JSON Schema of DIALECT's files, for editors: intent "
+                     "(*.intent) or flow (*.flow.yaml)."),
+    "definitions": Listed(_definitions, "Deployed definitions and their versions."),
+    "run": Listed(_runs, "Deploy PATH, start one run, work until it ends (or only waits on the "
+                  "future)."),
+    "start": Listed(_runs, "Start a run of a deployed flow (with inputs) or of an intent process "
+                    "for a record (of its trigger's entity; a triggered one at most once per "
+                    "record unless --again); print its id."),
+    "runs": Listed(_runs, "List, show, cancel, retry and purge runs."),
+    "worker": Listed(_runs, "Advance runs: claim due work, run it, commit; sleep until the next "
+                     "due time."),
+    "clock": Listed(_runs, "Show or move a virtual clock (stores created with --virtual-clock)."),
+    "db": Listed(_runs, "Create or migrate the store."),
+    "records": Listed(_records, "Entity records (a write fires its lifecycle event)."),
+    "events": Listed(_records, "Events from the outside world (delivered to waiting runs, "
+                     "starting triggered flows)."),
+    "tasks": Listed(_records, "User tasks (intent userTask steps): list the open ones, complete "
+                    "one."),
+    "outbox": Listed(_records, "Messages kept by unconfigured senders (notify, email.send, "
+                     "slack.post)."),
+    "serve": Listed(_serve, "Serve the HTTP API until SIGTERM or SIGINT (then finish in-flight "
+                    "work and exit 0)."),
+    "test": Listed(_test, "Run the scenarios of the *.test.yaml files in PATH (files, or folders "
+                   "searched below; default: the current folder)."),
+    "completion": Listed(_completion, "Print the shell completion script for SHELL (bash, zsh "
+                         "or fish)."),
+}  # fmt: skip
+
+
+@click.group(
+    cls=LazyGroup, listed=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.version_option(package_name="procflow")
 def cli() -> None:
     """procflow: a durable process engine for declarative YAML."""
-
-
-for command in (*definitions.COMMANDS, *runs.COMMANDS, *records.COMMANDS, *serve.COMMANDS):
-    cli.add_command(command)
 
 
 def main(argv: list[str] | None = None) -> NoReturn:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from procflow.runtime.deploy import Deployed
     from procflow.runtime.engine import Engine as Engine
     from procflow.runtime.events import Event as Event
+    from procflow.runtime.observe import Observer
 
 
 @contextmanager
@@ -157,14 +158,17 @@ def work(
     until_idle: bool,
     concurrency: int,
     limits: WorkLimits,
+    observer: Observer | None = None,
 ) -> int:
-    """Run a worker until stopped (or idle); the number of transitions it committed."""
+    """Run a worker until stopped (or idle); the number of transitions it committed.
+    ``observer``: told of every attempt (``--metrics-port``)."""
     from procflow.runtime.worker import run_worker
 
     require_store(db_url)
     return run_worker(
         db_url, project_dir, worker_id, until_idle=until_idle, concurrency=concurrency,
         slots=limits.slots, step_timeout=limits.step_timeout, stop_timeout=limits.stop_timeout,
+        observer=observer,
     )  # fmt: skip
 
 

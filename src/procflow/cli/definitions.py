@@ -8,7 +8,6 @@ from typing import Any
 
 import click
 
-from procflow import graph as graphs
 from procflow.cli import _engine
 from procflow.cli.options import db_option, json_option, project_option
 from procflow.cli.output import EXIT_BAD, EXIT_USAGE, echo_json, fail
@@ -141,6 +140,8 @@ def deploy(
 @max_file_size_option
 def graph(path: str, name: str | None, fmt: str, max_file_size: int) -> None:
     """Draw a process or flow as a Mermaid or Graphviz diagram."""
+    from procflow import graph as graphs  # here: `validate` and `deploy` never draw
+
     click.echo(graphs.draw(compile_file(path, max_size=max_file_size), name, fmt))
 
 

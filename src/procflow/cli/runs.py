@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from procflow.cli import _engine
+from procflow.cli import _engine, ops
 from procflow.cli.definitions import max_file_size_option
 from procflow.cli.options import (
     as_option,
@@ -147,7 +147,7 @@ def _record_ref(name: str, ref: str | None) -> tuple[str, int]:
 
 @click.group()
 def runs() -> None:
-    """List, show, cancel and retry runs."""
+    """List, show, cancel, retry and purge runs."""
 
 
 @runs.command("list")
@@ -236,6 +236,9 @@ def runs_retry(run_id: str, user: str | None, db_url: str, as_json: bool) -> Non
 @click.option("--concurrency", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Work loops, each on its own connection.")  # fmt: skip
 @worker_options
+@ops.metrics_options
+@ops.operations_options
+@click.option("--verbose", is_flag=True, help="Log debug lines too (each claim of runs).")
 @db_option
 @project_option
 def worker(
@@ -245,12 +248,23 @@ def worker(
     slots: int,
     step_timeout: str,
     stop_timeout: str,
+    metrics_port: int | None,
+    metrics_host: str,
+    log_format: str,
+    retain: str | None,
+    verbose: bool,
     db_url: str,
     project_dir: str | None,
 ) -> None:
     """Advance runs: claim due work, run it, commit; sleep until the next due time."""
     limits = _engine.WorkLimits(slots, step_timeout, stop_timeout)
-    count = _engine.work(db_url, project_dir, worker_id, until_idle, concurrency, limits)
+    metrics = (metrics_host, metrics_port) if metrics_port is not None else None
+    with ops.operations(
+        db_url, log_format=log_format, retain=retain, metrics=metrics, verbose=verbose
+    ) as running:
+        count = _engine.work(
+            db_url, project_dir, worker_id, until_idle, concurrency, limits, running.observer
+        )
     click.echo(f"worker stopped after {count} transitions", err=True)
 
 
@@ -353,5 +367,7 @@ def db_upgrade(db_url: str, as_json: bool) -> None:
     else:
         click.echo(f"schema is current ({after})")
 
+
+runs.add_command(ops.purge)
 
 COMMANDS: list[click.Command] = [run, start, runs, worker, clock, db]

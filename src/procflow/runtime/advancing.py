@@ -20,6 +20,8 @@ from procflow.runtime.flow import FlowCtx, advance_flow
 from procflow.runtime.host import RunHost
 from procflow.runtime.incidents import IncidentCtx, describe, incident
 from procflow.runtime.intent import RunCtx, advance
+from procflow.runtime.observe import NO_OBSERVER, Observer, observed_attempt
+from procflow.runtime.tracing import traced_attempt
 from procflow.runtime.transition import Transition
 from procflow.states import TokenState
 from procflow.store.rows import RunRow, TokenRow
@@ -45,6 +47,8 @@ Outcome = Transition | Failed
 
 class Advancer:
     """Builds run contexts and makes attempts for one work loop."""
+
+    observer: Observer = NO_OBSERVER  # a face's metrics (runtime/observe.py)
 
     def __init__(
         self,
@@ -145,6 +149,8 @@ class Advancer:
 
     # --- attempts ---------------------------------------------------------------------------
 
+    @observed_attempt  # metrics: the observer is told of the attempt as it ends
+    @traced_attempt  # a span per attempt when OpenTelemetry is configured; else nothing
     def attempt(self, ctx: Ctx, now: int) -> Outcome:
         """Advance ``ctx`` by one step at ``now``; whatever is raised is the outcome."""
         token_id = _ready_id(ctx)
@@ -172,7 +178,10 @@ class Advancer:
         """The attempt of ``ctx`` whose call overran ``limit`` seconds, made again from the
         committed rows without the call: it fails as a timeout (retry and onError apply)."""
         message = f"the attempt ran longer than {limit:g}s and was abandoned"
-        log.warning(message, extra={"run_id": ctx.run.id, "worker": self.owner})
+        log.warning(
+            message,
+            extra={"run_id": ctx.run.id, "definition": ctx.run.name, "worker": self.owner},
+        )
         try:
             fresh = self._fresh(ctx)
         except Exception as exc:
@@ -198,10 +207,6 @@ class Advancer:
 
     def _incident(self, ctx: Ctx, failed: Failed, now: int) -> tuple[Ctx, Transition]:
         message = describe(failed.error)
-        log.error(
-            "run failed with an incident: %s", message,
-            extra={"run_id": ctx.run.id, "worker": self.owner},
-        )  # fmt: skip
         tx = self.host.store.read()
         run = tx.run(ctx.run.id) or ctx.run
         tokens = {t.id: t for t in tx.tokens(run.id) if t.id is not None}
@@ -211,8 +216,17 @@ class Advancer:
             secrets = list(self._load_vars(run.id).values())
         except Exception:  # the vars themselves may be what failed: mask what can be
             secrets = []
-        return fresh, incident(fresh, token, now, message, secrets)
+        failing = incident(fresh, token, now, message, secrets)
+        log.error(  # the message as the run keeps it: masked, never a var's value
+            "run failed with an incident: %s", (run.error or {}).get("message", ""),
+            extra={"run_id": run.id, "definition": run.name, "worker": self.owner,
+                   "step": token.step if token is not None else None},
+        )  # fmt: skip
+        return fresh, failing
 
 
 def _ready_id(ctx: Ctx) -> int | None:
-    return next((i for i, t in ctx.tokens.items() if t.state == TokenState.READY), None)
+    for token_id, token in ctx.tokens.items():  # a loop: this runs once per attempt
+        if token.state == TokenState.READY:
+            return token_id
+    return None

@@ -38,6 +38,9 @@ class Compiled:
     index: FlowIndex | None = None  # flows: every step by id
 
 
+PRUNE_EVERY_MICROS = 60 * 1_000_000
+
+
 class Catalog:
     """Compiled versions of one store, by version id."""
 
@@ -45,6 +48,17 @@ class Catalog:
         self.store = store
         self.project_dir = project_dir  # overrides each version's recorded folder when set
         self._compiled: dict[int, Compiled] = {}
+        self._events_pruned_at: int | None = None  # by this process, on the store's clock
+
+    def events_prune_due(self, now: int) -> bool:
+        """Whether accepting an event at ``now`` should also prune expired events: at most once
+        a minute of the store's clock per process, not with every event (retention is at least
+        a day, so a minute's delay keeps nothing that matters, and saves two statements)."""
+        last = self._events_pruned_at
+        if last is not None and 0 <= now - last < PRUNE_EVERY_MICROS:
+            return False
+        self._events_pruned_at = now
+        return True
 
     def compiled(self, version_id: int, reader: Tx | None = None) -> Compiled:
         hit = self._compiled.get(version_id)
@@ -85,12 +99,7 @@ class Catalog:
 
     def latest_flows(self, tx: Tx) -> list[tuple[Flow, int]]:
         """The latest version of every enabled flow, with its version id."""
-        out = []
-        for name, dialect, enabled, _latest in tx.definitions():
-            version = tx.latest_version(name) if dialect == "flow" and enabled else None
-            if version is not None:
-                out.append((self.flow(version.id, tx)[1], version.id))
-        return out
+        return [(self.flow(vid, tx)[1], vid) for vid in tx.latest_enabled_flow_versions()]
 
     def latest_flow(self, name: str) -> Flow | None:
         """The latest deployed version of flow ``name``; None when ``name`` is not a flow."""
@@ -104,12 +113,13 @@ class Catalog:
 
     def startable(self, tx: Tx, name: str, dialect: str, hint: str) -> VersionRow:
         """The latest version of ``name`` if it is of ``dialect`` and enabled (else why not)."""
-        version = tx.latest_version(name)
-        if version is None:
+        found = tx.latest_version_enabled(name)
+        if found is None:
             raise NotFoundError.definition(name)
+        version, enabled = found
         if version.dialect != dialect:
             raise UsageError(hint)
-        if not tx.definition_enabled(name):
+        if not enabled:
             raise UsageError(f"[{name}] is disabled; enable it to start runs")
         return version
 

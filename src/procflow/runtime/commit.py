@@ -187,13 +187,21 @@ class _Rows:
     waits: list[tuple[int, str, str, str, str, int]] = field(default_factory=list)
 
     def add(self, run_id: str, tr: Transition, now: int) -> None:
-        self.token_updates.extend(t for t in tr.tokens_update if t.id not in tr.tokens_delete)
-        self.token_deletes.extend(tr.tokens_delete)
-        self.timer_drops.extend(tr.timers_drop)
-        self.timers.extend((run_id, t.id, kind, due) for t, kind, due in tr.timers if t.id)
-        self.waits.extend(
-            (t.id, run_id, kind, type_, keys, now) for t, kind, type_, keys in tr.waits if t.id
-        )
+        # Called once per transition of every batch: the usual transition moves one token and
+        # nothing else, so the empty lists are skipped rather than extended.
+        if tr.tokens_delete:
+            self.token_updates.extend(t for t in tr.tokens_update if t.id not in tr.tokens_delete)
+            self.token_deletes.extend(tr.tokens_delete)
+        else:
+            self.token_updates.extend(tr.tokens_update)
+        if tr.timers_drop:
+            self.timer_drops.extend(tr.timers_drop)
+        if tr.timers:
+            self.timers.extend((run_id, t.id, kind, due) for t, kind, due in tr.timers if t.id)
+        if tr.waits:
+            self.waits.extend(
+                (t.id, run_id, kind, type_, keys, now) for t, kind, type_, keys in tr.waits if t.id
+            )
 
     def write(self, tx: Tx) -> None:
         tx.update_tokens(self.token_updates)

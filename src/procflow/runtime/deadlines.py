@@ -41,8 +41,9 @@ class AttemptClock:
 
     def restart(self) -> None:
         """The next attempt begins (a lane reuses its clock)."""
-        self.started = time.monotonic()
-        self.limit, self.deadline = self.default, self.started + self.default
+        self.started = started = time.monotonic()
+        self.limit = self.default
+        self.deadline = started + self.default
 
     @classmethod
     def replay(cls, default: float, message: str) -> AttemptClock:

@@ -52,7 +52,8 @@ def accept_event(host: RunHost, event: Event, by: str | None = None) -> dict[str
         report["started"] = started
         if errors:
             report["errors"] = errors
-        tx.prune_events(now - event_retention(tx))
+        if host.catalog.events_prune_due(now):
+            tx.prune_events(now - event_retention(tx))
         if report["resumed"] or started:
             tx.notify()
     return report
@@ -124,9 +125,6 @@ def _hand_event(
     assert token.id is not None
     token.state, token.wait = TokenState.READY, None
     token.data["event"] = {"id": event.id, "data": event.data}
-    tx.update_tokens([token])
-    tx.delete_timers_of_tokens([token.id])
-    tx.insert_delivery(event.id, run.id)
     run.seq += 1
     received: dict[str, Any] = {"event_type": event.type, "event_id": event.id}
     if by is not None:
@@ -134,9 +132,12 @@ def _hand_event(
     entry = HistoryRow(
         run.seq, now, "event.received", token.step, token.path, token.attempt, received
     )
-    tx.append_history(run.id, [entry])
     if run.status != RunStatus.FAILED:
         run.status = RunStatus.RUNNING
+    tx.update_tokens([token])
+    tx.delete_timers_of_tokens([token.id])
+    tx.insert_delivery(event.id, run.id)
+    tx.append_history(run.id, [entry])
     tx.save_run(run, None, None)
 
 

@@ -13,7 +13,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Self
 
@@ -37,7 +37,7 @@ from procflow.runtime.secrets import Masker, VarCipher, load_cipher
 from procflow.runtime.starts import insert_flow_run
 from procflow.runtime.tasks import complete_task, list_tasks
 from procflow.runtime.transition import Transition
-from procflow.runtime.views import declared_vars, run_json
+from procflow.runtime.views import declared_vars, run_json, waiting_for
 from procflow.runtime.work import WorkLoop
 from procflow.store.rows import RunRow
 from procflow.store.store import Store, Tx
@@ -255,9 +255,9 @@ class Engine:
             compiled = self.catalog.compiled(run.version_id)
         except ProcflowError:  # its definition no longer compiles (that may be its incident)
             version = reader.version(run.version_id).version
-            return run_json(reader, run_id, version, [], history)
+            return run_json(reader, run, version, [], history)
         names = declared_vars(compiled.definition, run.name)
-        return run_json(reader, run_id, compiled.version.version, names, history)
+        return run_json(reader, run, compiled.version.version, names, history)
 
     def list_runs(self, status: str | None = None, name: str | None = None) -> list[RunRow]:
         return self.store.read().runs(status, name)
@@ -269,10 +269,40 @@ class Engine:
 
     def runs_page(
         self, status: str | None = None, name: str | None = None, *, limit: int = 50,
-        before: str | None = None,
+        before: str | None = None, waiting: str | None = None,
     ) -> Page[str]:  # fmt: skip
-        """``runs list --json`` items after the run ``before`` (None: from the newest)."""
-        return listing.runs_page(self.store.read(), status, name, limit, before)
+        """``runs list --json`` items after the run ``before`` (None: from the newest);
+        ``waiting``: only runs with a token waiting for that kind (``retry``, ``task``…)."""
+        return listing.runs_page(self.store.read(), status, name, limit, before, waiting)
+
+    def run_counts(self, name: str | None = None) -> dict[str, int]:
+        """How many runs (of the definition ``name``) have each status; absent: none."""
+        return self.store.read().run_counts(name)
+
+    def waits_of_runs(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        """The ``waiting_for`` of each waiting token of the runs ``run_ids``, by run id."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for token in self.store.read().tokens_of_runs(run_ids):
+            wait = waiting_for(token)
+            if wait is not None:
+                out.setdefault(token.run_id, []).append(wait)
+        return out
+
+    def history_page(
+        self, run_id: str, *, limit: int = 100, before: int | None = None,
+        types: Sequence[str] = (),
+    ) -> Page[int]:  # fmt: skip
+        """A run's history entries before ``seq`` ``before``, newest first, of ``types``."""
+        return listing.history_page(self.store.read(), run_id, limit, before, types)
+
+    def step_outcomes(self, run_id: str) -> dict[str, str]:
+        """Each step's last outcome in the run's history (``step.completed``, ``step.failed``,
+        ``step.recovered``, ``step.skipped``), by step name: what its diagram shows."""
+        latest: dict[str, tuple[int, str]] = {}
+        for step, kind, seq in self.store.read().step_outcomes(run_id):
+            if step not in latest or seq > latest[step][0]:
+                latest[step] = (seq, kind)
+        return {step: kind for step, (_, kind) in latest.items()}
 
     def tasks_page(
         self, assignee: str | None = None, *, limit: int = 50, before: int | None = None

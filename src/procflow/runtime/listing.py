@@ -22,17 +22,21 @@ from procflow.runtime.clock import iso
 from procflow.runtime.deploy import Deployed
 from procflow.runtime.records import record_json
 from procflow.runtime.tasks import Task, task_json
-from procflow.runtime.views import run_summary_json
+from procflow.runtime.views import history_json, run_summary_json
 from procflow.store.rows import OutboxRow, VersionRow
 from procflow.store.store import Tx
 
 __all__ = [
+    "FAILURE_TYPES",
+    "HISTORY_TYPES",
     "MAX_PAGE",
+    "WAIT_KINDS",
     "Page",
     "definition_json",
     "definitions_page",
     "deploy_report_json",
     "deployed_json",
+    "history_page",
     "one_definition",
     "one_task",
     "outbox_json",
@@ -166,13 +170,46 @@ def _declared(reader: Tx, catalog: Catalog, entity: str) -> Entity:
 # --- pages -----------------------------------------------------------------------------------
 
 
+WAIT_KINDS = ("timer", "retry", "poll", "event", "record", "task")
+"""What a token can wait for (``waiting_for.kind``)."""
+HISTORY_TYPES = (
+    "run.started", "step.started", "step.completed", "step.failed", "step.skipped",
+    "step.recovered", "attempt.failed", "retry.scheduled", "timer.armed", "timer.fired",
+    "event.received", "task.created", "task.completed", "task.withdrawn", "var.produced",
+    "var.cleared", "message.sent", "message.outboxed", "token.forked", "token.ended",
+    "run.completed", "run.failed", "run.cancelled", "run.aborted", "run.retried",
+)  # fmt: skip
+"""Every history entry type, in the order a run meets them."""
+FAILURE_TYPES = ("step.failed", "attempt.failed", "run.failed", "run.aborted")
+"""The history entry types that say something went wrong."""
+
+
 def runs_page(
-    reader: Tx, status: str | None, name: str | None, limit: int, before: str | None
-) -> Page[str]:
-    """``runs list --json`` items, newest first, optionally of one status and definition."""
+    reader: Tx, status: str | None, name: str | None, limit: int, before: str | None,
+    waiting: str | None = None,
+) -> Page[str]:  # fmt: skip
+    """``runs list --json`` items, newest first, optionally of one status and definition, and
+    only those with a token waiting for ``waiting`` (one of :data:`WAIT_KINDS`)."""
     check_limit(limit)
-    rows = reader.runs_before(status, name, before, limit + 1)
+    if waiting is not None and waiting not in WAIT_KINDS:
+        raise UsageError(f"a token waits for one of {', '.join(WAIT_KINDS)}, not [{waiting}]")
+    rows = reader.runs_before(status, name, before, limit + 1, waiting)
     return _page(rows, limit, lambda r: r.id, run_summary_json)
+
+
+def history_page(
+    reader: Tx, run_id: str, limit: int, before: int | None, types: Sequence[str] = ()
+) -> Page[int]:
+    """A run's history entries (``runs show`` items), newest first, of ``types`` when given;
+    the key is an entry's ``seq``."""
+    check_limit(limit)
+    if reader.run(run_id) is None:
+        raise NotFoundError.run(run_id)
+    unknown = [t for t in types if t not in HISTORY_TYPES]
+    if unknown:
+        raise UsageError(f"no history entry type [{unknown[0]}]")
+    rows = reader.history_before(run_id, before, limit + 1, types)
+    return _page(rows, limit, lambda r: r.seq, history_json)
 
 
 def tasks_page(reader: Tx, assignee: str | None, limit: int, before: int | None) -> Page[int]:

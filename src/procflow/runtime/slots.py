@@ -46,21 +46,28 @@ class Lane(Generic[T, R]):
     def run(self) -> None:
         # One clock for the lane, restarted for each attempt: its attempts are one at a time.
         clock = AttemptClock.starting(self.step_timeout)
+        todo, done, lock, work = self.todo, self.done, self.lock, self.work
         try:
             with watching(clock):
+                with lock:
+                    if self.abandoned or not todo:
+                        return
+                    item = todo.popleft()
+                    clock.restart()
+                    self.current = (item, clock)
                 while True:
-                    with self.lock:
-                        if self.abandoned or not self.todo:
-                            return
-                        item = self.todo.popleft()
-                        clock.restart()
-                        self.current = (item, clock)
-                    outcome = self.work(item)
-                    with self.lock:
+                    outcome = work(item)
+                    # One lock per attempt: hand in the outcome and take the next run together.
+                    with lock:
                         if self.abandoned:  # the loop took this run over: drop the outcome
                             return
-                        self.done.append((item, outcome))
-                        self.current = None
+                        done.append((item, outcome))
+                        if not todo:
+                            self.current = None
+                            return
+                        item = todo.popleft()
+                        clock.restart()
+                        self.current = (item, clock)
         finally:
             self.finished.set()
 
@@ -91,7 +98,8 @@ class Lane(Generic[T, R]):
     def results(self) -> list[tuple[T, R]]:
         """The outcomes so far, handed over once."""
         with self.lock:
-            out, self.done = self.done, []
+            out = list(self.done)
+            self.done.clear()  # in place: the lane's thread appends to this very list
             return out
 
 

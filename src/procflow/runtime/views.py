@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from procflow.errors import NotFoundError
 from procflow.model.ir import Application
 from procflow.runtime.clock import iso
 from procflow.states import TokenState
@@ -62,18 +61,18 @@ def run_summary_json(run: RunRow) -> dict[str, Any]:
 
 def run_json(
     tx: Tx,
-    run_id: str,
+    run: RunRow,
     version: int,
     declared_vars: list[str],
     history_limit: int | None = None,
 ) -> dict[str, Any]:
-    run = tx.run(run_id)
-    if run is None:
-        raise NotFoundError.run(run_id)
+    """``runs show --json`` of ``run`` (as just read by ``tx``)."""
+    run_id = run.id
     stored = tx.vars(run_id)
-    history = tx.history(run_id)
-    if history_limit is not None:
-        history = history[-history_limit:] if history_limit > 0 else []
+    if history_limit is None:
+        history = tx.history(run_id)
+    else:  # only the last entries are read: a run's history may be very long
+        history = tx.history_before(run_id, None, history_limit)[::-1] if history_limit else []
     out = run_summary_json(run)
     out["version"] = version
     out = (

@@ -9,6 +9,7 @@ import threading
 from types import FrameType
 
 from procflow.runtime.engine import Engine
+from procflow.runtime.observe import Observer
 
 log = logging.getLogger("procflow.worker")
 
@@ -31,12 +32,17 @@ def run_worker(
     slots: int | None = None,
     step_timeout: str | None = None,
     stop_timeout: str | None = None,
+    observer: Observer | None = None,
 ) -> int:
-    """Work with ``concurrency`` threads (each its own connection and worker id)."""
+    """Work with ``concurrency`` threads (each its own connection and worker id); ``observer``
+    (metrics) is told of every attempt of every thread."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()  # finish the attempt in flight, hand the rest back, exit
+        # Set from another thread: the handler runs on the main thread, which may be inside
+        # ``stop.wait()`` holding the event's (non-reentrant) lock, and ``set()`` here would
+        # wait for it forever. Finish the attempt in flight, hand the rest back, exit.
+        threading.Thread(target=stop.set, name="procflow-stop", daemon=True).start()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     totals: list[int] = []
@@ -52,6 +58,9 @@ def run_worker(
             )
             for i in range(concurrency)
         ]
+        if observer is not None:  # one process, one set of counters for all its loops
+            for e in engines:
+                e.loop.advancer.observer = observer
         beats = [e.heartbeat(stop) for e in engines]
         tune_gc()
         for e in engines:
@@ -71,7 +80,10 @@ def run_worker(
             b.join(timeout=1)
         for e in engines:
             e.close()
-        log.info("worker stopped after %d transitions", sum(totals))
+        log.info(
+            "worker stopped after %d transitions", sum(totals),
+            extra={"worker": engines[0].worker_id},
+        )  # fmt: skip
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

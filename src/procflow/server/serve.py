@@ -22,6 +22,7 @@ import uvicorn
 
 from procflow.errors import ConfigError
 from procflow.runtime.engine import Engine
+from procflow.runtime.observe import Observer
 from procflow.server.app import create_app
 from procflow.server.state import ServerState
 
@@ -70,11 +71,16 @@ def serve(
         sock = bind(options.host, options.port)
         host, port = sock.getsockname()[:2]
         config = uvicorn.Config(
-            create_app(state), log_level="warning", access_log=False, lifespan="on"
+            create_app(state),
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            log_config=None,  # uvicorn's lines go through procflow's handler (--log-format)
         )
         server = _Server(config, lambda: say(f"serving on http://{_url_host(host)}:{port}"))
         server.should_exit = stop.is_set()
-        worker = _start_worker(options, environ, stop) if options.worker else None
+        observer = state.metrics.observer  # the in-process worker's attempts, on /metrics
+        worker = _start_worker(options, environ, stop, observer) if options.worker else None
         try:
             server.run(sockets=[sock])
         finally:
@@ -155,7 +161,7 @@ def _url_host(host: str) -> str:
 
 
 def _start_worker(
-    options: ServeOptions, environ: Mapping[str, str], stop: threading.Event
+    options: ServeOptions, environ: Mapping[str, str], stop: threading.Event, observer: Observer
 ) -> threading.Thread:
     def work() -> None:
         try:
@@ -163,6 +169,7 @@ def _start_worker(
         except Exception:  # the HTTP face stays up; the error is the operator's to see
             log.exception("the in-process worker could not start")
             return
+        engine.loop.advancer.observer = observer
         beat = engine.heartbeat(stop)
         try:
             engine.work(until_idle=False, stop=stop)

@@ -4,6 +4,7 @@ threads)."""
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from procflow.config import Config
 from procflow.runtime.engine import Engine
 from procflow.runtime.identity import Actor, TokenTable
+from procflow.server.metrics import ProcessMetrics
 from procflow.server.problems import Problem
 
 __all__ = ["LOCAL", "Engines", "ServerState"]
@@ -79,6 +81,11 @@ class ServerState:
                 headers={"WWW-Authenticate": 'Bearer realm="procflow"'},
             )
         return actor
+
+    @functools.cached_property
+    def metrics(self) -> ProcessMetrics:
+        """This process's metrics: ``GET /metrics``, and the in-process worker's observer."""
+        return ProcessMetrics(self.engines.url)
 
     def secret(self, name: str) -> str | None:
         """A signing secret from the server's environment (``SLACK_SIGNING_SECRET``…)."""

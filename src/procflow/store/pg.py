@@ -15,11 +15,17 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-import psycopg
-from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import ConnectionPool
+from procflow.errors import MissingExtraError, StoreError, UsageError
 
-from procflow.errors import StoreError, UsageError
+# This module is imported only for a PostgreSQL URL (``store.open_backend``): the core installs
+# without psycopg, and says which extra brings it.
+try:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg_pool import ConnectionPool
+except ImportError as exc:  # psycopg, its libpq binding or its pool is not installed
+    raise MissingExtraError("PostgreSQL", "postgres") from exc
+
 from procflow.store.backend import schema_script
 from procflow.store.url import Dialect, StoreUrl
 

@@ -9,7 +9,9 @@ from procflow.store.queries.history import HistoryQueries
 from procflow.store.queries.idempotency import IdempotencyQueries
 from procflow.store.queries.leases import LeaseQueries
 from procflow.store.queries.meta import MetaQueries
+from procflow.store.queries.metrics import MetricsQueries
 from procflow.store.queries.outbox import OutboxQueries
+from procflow.store.queries.purge import PurgeQueries
 from procflow.store.queries.records import RecordQueries
 from procflow.store.queries.run_data import RunDataQueries
 from procflow.store.queries.runs import RunQueries
@@ -36,6 +38,8 @@ class Tx(
     OutboxQueries,
     RunDataQueries,
     IdempotencyQueries,
+    MetricsQueries,
+    PurgeQueries,
 ):
     """Named queries on one connection. Every method is one or a few statements; none commits:
     the transaction is the store's (:meth:`procflow.store.store.Store.tx`)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from procflow.server.api import definitions, entities, events, health, outbox, runs, tasks
+from procflow.server.api import definitions, entities, events, health, metrics, outbox, runs, tasks
 from procflow.server.routing import Endpoint
 
 __all__ = ["ENDPOINTS"]
@@ -15,4 +15,5 @@ ENDPOINTS: list[Endpoint] = [
     *tasks.ENDPOINTS,
     *entities.ENDPOINTS,
     *outbox.ENDPOINTS,
+    *metrics.ENDPOINTS,
 ]

@@ -17,8 +17,8 @@ from typing import Any
 
 from starlette.responses import Response
 
-from procflow import graph
 from procflow.runtime.engine import Engine
+from procflow.server.diagrams import marked_svg
 from procflow.server.inputs import id_param, query_param
 from procflow.server.paging import PAGE_PARAMS, bad_query, int_page, page_json, page_schema
 from procflow.server.problems import Problem
@@ -142,7 +142,7 @@ def diagram_svg(engine: Engine, name: str, version: int | None = None) -> str:
             "drawing a diagram needs Graphviz's `dot` on the server's PATH, and it is not "
             "there; install Graphviz (`procflow graph --format mermaid` draws without it)",
         )
-    return graph.draw(definition, name, "svg")
+    return marked_svg(definition, name)  # each step a <g class="step" data-step="NAME">
 
 
 _NAME = id_param("name", "The definition's name (a flow, or an intent process).")

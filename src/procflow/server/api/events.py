@@ -24,6 +24,7 @@ from procflow.errors import ConfigError, EventError, UsageError
 from procflow.runtime.events import Event, envelope, make_event
 from procflow.server.problems import Problem
 from procflow.server.routing import Call, Endpoint, json_response, parse_json
+from procflow.server.tracecontext import TRACEPARENT_PARAM, traced_delivery
 from procflow.server.webhooks import (
     SLACK_SIGNATURE,
     SLACK_TIMESTAMP,
@@ -52,8 +53,8 @@ _CE_ATTRIBUTES = ("specversion", "type", "id", "source")
 
 
 def post_event(call: Call) -> Response:
-    """Accept an event; ``by`` on the runs it resumes is the caller. A ``traceparent`` header is
-    allowed and, for now, not used."""
+    """Accept an event; ``by`` on the runs it resumes is the caller. A ``traceparent`` header
+    links the caller's trace into each run's (``procflow.server.tracecontext``)."""
     user = call.actor.user
     media = _media(call.headers)
     if media == CLOUDEVENT_BATCH:
@@ -182,6 +183,7 @@ def _accepted(call: Call, event: Event, user: str | None, type_field: str = "typ
         # The engine refuses the type (an error without a field: no such connector or event)
         # or a field of the payload (named as in the data).
         raise _rejected(exc, exc.field or type_field) from None
+    traced_delivery(call.headers, event, report)
     return json_response(report)
 
 
@@ -284,7 +286,7 @@ ENDPOINTS = [
             _header("ce-type", "binary-mode CloudEvent: the event type"),
             _header("ce-id", "binary-mode CloudEvent: the event id"),
             _header("ce-source", "binary-mode CloudEvent: its source"),
-            _header("traceparent", "W3C trace context: accepted, not used yet"),
+            TRACEPARENT_PARAM,
         ),
         body={
             "application/json": {"schema": {"anyOf": [_EVENT, _BINARY_DATA]}},

@@ -21,6 +21,7 @@ from procflow.server.inputs import (
 )
 from procflow.server.paging import PAGE_PARAMS, bad_query, page_json, page_schema, str_page
 from procflow.server.routing import Call, Endpoint, json_response
+from procflow.server.tracecontext import TRACEPARENT_PARAM, traced_start
 from procflow.states import RunStatus
 
 __all__ = ["ENDPOINTS", "RUN_SCHEMA", "RUN_SUMMARY_SCHEMA"]
@@ -150,7 +151,9 @@ def _record_ref(record: dict[str, Any] | None) -> tuple[str, int]:
 
 
 def _started(call: Call, run_id: str) -> Created:
-    return Created(call.engine.show(run_id), 201, {"Location": f"/runs/{quote(run_id)}"})
+    run = call.engine.show(run_id)
+    traced_start(call.headers, run)
+    return Created(run, 201, {"Location": f"/runs/{quote(run_id)}"})
 
 
 _RUN_ID = id_param("id", "The run's id.")
@@ -209,7 +212,7 @@ ENDPOINTS = [
     ),
     Endpoint(
         "POST", "/flows/{name}/runs", start_flow, "Start a run of a deployed flow.",
-        params=(_NAME, HEADER_PARAM),
+        params=(_NAME, HEADER_PARAM, TRACEPARENT_PARAM),
         body={"application/json": {"schema": {
             "type": "object", "properties": {"inputs": JSON_OBJECT},
             "additionalProperties": False,
@@ -221,7 +224,7 @@ ENDPOINTS = [
         "POST", "/processes/{name}/runs", start_process,
         "Start a run of an intent process for a record (at most once per record for a "
         "triggered process, unless `again`).",
-        params=(_NAME, HEADER_PARAM),
+        params=(_NAME, HEADER_PARAM, TRACEPARENT_PARAM),
         body={"application/json": {"schema": {
             "type": "object",
             "properties": {

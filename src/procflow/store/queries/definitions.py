@@ -32,6 +32,16 @@ class DefinitionQueries(Queries):
         ).fetchone()
         return VersionRow(*row) if row else None
 
+    def latest_version_enabled(self, name: str) -> tuple[VersionRow, bool] | None:
+        """The latest version of ``name`` and whether the definition is enabled, in one query
+        (what starting a run checks)."""
+        row = self.c.execute(
+            "SELECT v.*, d.enabled FROM versions v JOIN definitions d ON d.name=v.name AND "
+            "d.latest=v.version WHERE d.name=?",
+            (name,),
+        ).fetchone()
+        return (VersionRow(*row[:-1]), bool(row[-1])) if row else None
+
     def version(self, version_id: int) -> VersionRow:
         row = self.c.execute("SELECT * FROM versions WHERE id=?", (version_id,)).fetchone()
         if row is None:
@@ -67,6 +77,15 @@ class DefinitionQueries(Queries):
             "SELECT name, dialect, enabled, latest FROM definitions ORDER BY name"
         ).fetchall()
         return [(r[0], r[1], bool(r[2]), r[3]) for r in rows]
+
+    def latest_enabled_flow_versions(self) -> list[int]:
+        """The version id of the latest version of every enabled flow, by name: one query
+        however many are deployed (events look for the flows they trigger with it)."""
+        rows = self.c.execute(
+            "SELECT v.id FROM definitions d JOIN versions v ON v.name=d.name AND "
+            "v.version=d.latest WHERE d.dialect='flow' AND d.enabled<>0 ORDER BY d.name"
+        ).fetchall()
+        return [int(r[0]) for r in rows]
 
     def definition(self, name: str) -> tuple[str, str, bool, int] | None:
         """(name, dialect, enabled, latest version) of one deployed definition."""

@@ -37,3 +37,31 @@ class HistoryQueries(Queries):
             (run_id,),
         ).fetchall()
         return [HistoryRow(r[0], r[1], r[2], r[3], r[4], r[5], loads(r[6])) for r in rows]
+
+    def history_before(
+        self, run_id: str, before: int | None, limit: int, types: Sequence[str] = ()
+    ) -> list[HistoryRow]:
+        """A page of a run's history, newest first: entries with ``seq`` below ``before``
+        (None: from the newest), of ``types`` when given. One range of the (run_id, seq) key
+        read backwards, so a page of a long history costs what a page of a short one does."""
+        sql = "SELECT seq, at, type, step, path, attempt, data FROM history WHERE run_id=?"
+        args: list[object] = [run_id]
+        if before is not None:
+            sql += " AND seq<?"
+            args.append(before)
+        if types:
+            sql += f" AND type IN ({','.join('?' * len(types))})"
+            args.extend(types)
+        rows = self.c.execute(sql + " ORDER BY seq DESC LIMIT ?", [*args, limit]).fetchall()
+        return [HistoryRow(r[0], r[1], r[2], r[3], r[4], r[5], loads(r[6])) for r in rows]
+
+    def step_outcomes(self, run_id: str) -> list[tuple[str, str, int]]:
+        """(step, entry type, last seq) of each step's ``step.completed``/``step.failed``/
+        ``step.recovered``/``step.skipped`` entries: what a run's diagram colours."""
+        rows = self.c.execute(
+            "SELECT step, type, max(seq) FROM history WHERE run_id=? AND step IS NOT NULL "
+            "AND type IN ('step.completed','step.failed','step.recovered','step.skipped') "
+            "GROUP BY step, type",
+            (run_id,),
+        ).fetchall()
+        return [(r[0], r[1], r[2]) for r in rows]

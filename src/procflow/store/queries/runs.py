@@ -93,17 +93,26 @@ class RunQueries(Queries):
         return [run_row(r) for r in self.c.execute(sql, args).fetchall()]
 
     def runs_before(
-        self, status: str | None, name: str | None, before: str | None, limit: int
-    ) -> list[RunRow]:
+        self, status: str | None, name: str | None, before: str | None, limit: int,
+        waiting: str | None = None,
+    ) -> list[RunRow]:  # fmt: skip
         """A page of runs, newest first: those whose id sorts before ``before`` (None: from the
         newest). Ids begin with their creation time, and each filter has an index ending in
-        ``id``, so a page is one index range however deep it is."""
+        ``id``, so a page is one index range however deep it is. ``waiting``: only runs with
+        a token waiting for that kind (``retry``, ``event``…), probed per run by its tokens."""
         sql = f"SELECT {RUN_COLS} FROM runs WHERE 1=1"
         args: list[Any] = []
         for condition, value in (("status=?", status), ("name=?", name), ("id<?", before)):
             if value is not None:
                 sql += f" AND {condition}"
                 args.append(value)
+        if waiting is not None:
+            # A token's wait is stored compact with "kind" first (every wait is built so).
+            sql += (
+                " AND EXISTS (SELECT 1 FROM tokens t WHERE t.run_id=runs.id "
+                "AND t.state='waiting' AND t.wait LIKE ?)"
+            )
+            args.append('{"kind":"' + waiting + '"%')
         rows = self.c.execute(sql + " ORDER BY id DESC LIMIT ?", [*args, limit]).fetchall()
         return [run_row(r) for r in rows]
 
@@ -133,3 +142,12 @@ class RunQueries(Queries):
                 for run, lease_until, owner in runs
             ],
         )  # fmt: skip
+
+    def run_counts(self, name: str | None) -> dict[str, int]:
+        """How many runs have each status (of the definition ``name``): one GROUP BY over the
+        (status, id) or (name, id) index, no row read."""
+        sql, args = "SELECT status, count(*) FROM runs", []
+        if name is not None:
+            sql, args = sql + " WHERE name=?", [name]
+        rows = self.c.execute(sql + " GROUP BY status", args).fetchall()
+        return {r[0]: int(r[1]) for r in rows}

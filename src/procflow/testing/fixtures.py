@@ -1,5 +1,4 @@
-"""Testing helpers for procflow users: a virtual-clock engine fixture, delegate and connector
-action fakes.
+"""The pytest side of :mod:`procflow.testing`: the ``engine`` fixture and fakes for one block.
 
 In a ``conftest.py``: ``pytest_plugins = ["procflow.testing"]``; then a test takes ``engine``::
 

@@ -1,0 +1,125 @@
+"""Records of an entity, the outbox, the send-event form, and signing in and out."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.responses import RedirectResponse, Response
+
+from procflow.errors import EventError, ProcflowError
+from procflow.server.paging import int_page, page_json
+from procflow.server.problems import problem_for
+from procflow.server.web.handling import PREFIX, WebCall
+from procflow.server.web.render import url_with
+from procflow.server.web.session import COOKIE, SESSION_SECONDS
+
+__all__ = [
+    "login",
+    "login_page",
+    "logout",
+    "outbox_page",
+    "records_page",
+    "send_event",
+    "send_event_page",
+]
+
+
+# --- records and outbox --------------------------------------------------------------------------
+
+
+def records_page(call: WebCall) -> Response:
+    entity = call.params["entity"]
+    asked = int_page(call.query, "records")
+    page = call.engine.records_page(entity, limit=asked.limit, before=asked.before)
+    columns: list[str] = []
+    for record in page.items:
+        columns += [k for k in record if k not in columns]
+    cursor = page_json(asked, page)["next_cursor"]
+    return call.page(
+        "records.html", f"{entity} records", entity=entity, records=page.items, columns=columns,
+        next_url=url_with(f"{PREFIX}/entities/{entity}", {"cursor": cursor}) if cursor else None,
+    )  # fmt: skip
+
+
+def outbox_page(call: WebCall) -> Response:
+    asked = int_page(call.query, "outbox")
+    page = call.engine.outbox_page(limit=asked.limit, before=asked.before)
+    cursor = page_json(asked, page)["next_cursor"]
+    return call.page(
+        "outbox.html", "Outbox", messages=page.items,
+        next_url=url_with(f"{PREFIX}/outbox", {"cursor": cursor}) if cursor else None,
+    )  # fmt: skip
+
+
+# --- events --------------------------------------------------------------------------------------
+
+
+def send_event_page(call: WebCall) -> Response:
+    return call.page("event.html", "Send event", sent={}, errors={}, report=None)
+
+
+def send_event(call: WebCall) -> Response:
+    sent = {k: call.form.get(k, "") for k in ("type", "data", "id")}
+    errors: dict[str, str] = {}
+    if not sent["type"].strip():
+        errors["type"] = "Give the event's type."
+    data: Any = {}
+    if sent["data"].strip():
+        try:
+            data = json.loads(sent["data"])
+        except ValueError as exc:
+            errors["data"] = f"The data is not valid JSON: {exc}"
+    if errors:
+        return call.page("event.html", "Send event", status=422, sent=sent, errors=errors)
+    try:
+        report = call.engine.send_event(
+            sent["type"].strip(), data, sent["id"].strip() or None, user=call.actor.user
+        )
+    except ProcflowError as exc:
+        field = getattr(exc, "field", None) if isinstance(exc, EventError) else None
+        place = field if field in ("type", "id") else "data" if field else "type"
+        return call.page(
+            "event.html", "Send event", status=problem_for(exc).status, sent=sent,
+            errors={place: str(exc)},
+        )  # fmt: skip
+    return call.page("event.html", "Send event", sent=sent, errors={}, report=report)
+
+
+# --- signing in ----------------------------------------------------------------------------------
+
+
+def login_page(call: WebCall) -> Response:
+    if call.ui.state.tokens is None:
+        return RedirectResponse(f"{PREFIX}/runs", status_code=303)
+    return call.page("login.html", "Sign in", next=_next(call.query.get("next")), wrong=False)
+
+
+def login(call: WebCall) -> Response:
+    tokens = call.ui.state.tokens
+    if tokens is None:
+        return RedirectResponse(f"{PREFIX}/runs", status_code=303)
+    target = _next(call.form.get("next"))
+    actor = tokens.actor_for_token(call.form.get("token", "").strip())
+    if actor is None:
+        return call.page("login.html", "Sign in", status=401, next=target, wrong=True)
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(
+        COOKIE, call.ui.signer.issue(actor.user), max_age=SESSION_SECONDS, path=PREFIX,
+        httponly=True, samesite="strict", secure=call.request.url.scheme == "https",
+    )  # fmt: skip
+    return response
+
+
+def logout(call: WebCall) -> Response:
+    response = RedirectResponse(f"{PREFIX}/login", status_code=303)
+    response.delete_cookie(COOKIE, path=PREFIX, httponly=True, samesite="strict")
+    return response
+
+
+def _next(target: str | None) -> str:
+    """Where to go after signing in: a page of the UI, never another site."""
+    unsafe = ("\\", "\n", "\r")
+    if target and target.startswith(f"{PREFIX}/") and not any(c in target for c in unsafe):
+        return target
+    return f"{PREFIX}/runs"

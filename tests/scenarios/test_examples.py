@@ -1,0 +1,30 @@
+"""Every example ships scenarios that pass and take every route of its definition."""
+
+from __future__ import annotations
+
+from scenario_helpers import EXAMPLES
+
+from procflow.testing import run_scenarios, run_suite
+
+
+def test_every_example_has_scenarios() -> None:
+    definitions = [*EXAMPLES.glob("*/*.intent"), *EXAMPLES.glob("*/*.flow.yaml")]
+    tested = {p.parent for p in EXAMPLES.glob("*/*.test.yaml")}
+    assert definitions
+    assert {d.parent for d in definitions} <= tested
+
+
+def test_the_examples_scenarios_pass() -> None:
+    results = run_scenarios(str(EXAMPLES))
+    failed = [(r.name, r.failure) for r in results if not r.passed]
+    assert len(results) >= 4 * 3
+    assert not failed
+
+
+def test_the_examples_scenarios_take_every_route() -> None:
+    suite = run_suite([str(EXAMPLES)])
+    assert suite.ok
+    assert len(suite.coverage) == 4
+    for one in suite.coverage:
+        assert one.percent == 100.0, "\n".join(r.describe() for r in one.untaken)
+        assert one.steps_hit == set(one.steps)
