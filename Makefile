@@ -59,6 +59,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/event_scale.py
 	$(BIN)/python bench/http.py
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/ui.py
+	$(BIN)/python bench/scenarios.py
 
 # 4 workers on PostgreSQL advance 1,000 runs while a driver SIGKILLs one every ~200 ms.
 chaos: $(STAMP)

@@ -8,6 +8,7 @@ overran its deadline is advanced again without the call, which then fails as a t
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from procflow.runtime.host import RunHost
 from procflow.runtime.incidents import IncidentCtx, describe, incident
 from procflow.runtime.intent import RunCtx, advance
 from procflow.runtime.observe import NO_OBSERVER, Observer, observed_attempt
+from procflow.runtime.tracing import enabled as tracing_enabled
 from procflow.runtime.tracing import traced_attempt
 from procflow.runtime.transition import Transition
 from procflow.states import TokenState
@@ -153,7 +155,23 @@ class Advancer:
     @traced_attempt  # a span per attempt when OpenTelemetry is configured; else nothing
     def attempt(self, ctx: Ctx, now: int) -> Outcome:
         """Advance ``ctx`` by one step at ``now``; whatever is raised is the outcome."""
-        token_id = _ready_id(ctx)
+        return self.plain_attempt(ctx, now)
+
+    def attempt_for_batch(self, now: int) -> Callable[[Ctx], Outcome]:
+        """What a batch's attempts at ``now`` call: :meth:`attempt`, or while neither metrics
+        nor traces are on, :meth:`plain_attempt` (chosen once a batch: two calls less per
+        attempt, on the path every transition takes; a partial adds no Python frame)."""
+        if self.observer is NO_OBSERVER and not tracing_enabled():
+            return functools.partial(self.plain_attempt, now=now)
+        return functools.partial(self.attempt, now=now)
+
+    def plain_attempt(self, ctx: Ctx, now: int) -> Outcome:
+        """:meth:`attempt` without metrics or traces."""
+        token_id = None
+        for tid, candidate in ctx.tokens.items():  # the ready token (a loop, not a generator)
+            if candidate.state == TokenState.READY:
+                token_id = tid
+                break
         try:
             if isinstance(ctx, IncidentCtx):
                 raise AssertionError("an incident is decided, never attempted")

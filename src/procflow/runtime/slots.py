@@ -17,6 +17,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from time import monotonic
 from typing import Any, Generic, TypeVar
 
 from procflow.runtime.deadlines import AttemptClock, watching
@@ -55,6 +56,7 @@ class Lane(Generic[T, R]):
                     item = todo.popleft()
                     clock.restart()
                     self.current = (item, clock)
+                default = clock.default
                 while True:
                     outcome = work(item)
                     # One lock per attempt: hand in the outcome and take the next run together.
@@ -66,7 +68,9 @@ class Lane(Generic[T, R]):
                             self.current = None
                             return
                         item = todo.popleft()
-                        clock.restart()
+                        # clock.restart(), inlined: this runs once per transition
+                        clock.started = started = monotonic()
+                        clock.limit, clock.deadline = default, started + default
                         self.current = (item, clock)
         finally:
             self.finished.set()

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AVAILABLE",
+    "enabled",
     "request_span",
     "run_trace_ids",
     "traced_attempt",
@@ -153,6 +154,11 @@ def traced_attempt(attempt: _Attempt) -> _Attempt:
             return outcome
 
     return cast(_Attempt, traced)
+
+
+def enabled() -> bool:
+    """Whether attempts are traced now (OpenTelemetry installed and a tracer provider set)."""
+    return AVAILABLE and _tracer() is not None
 
 
 def request_span(

@@ -11,7 +11,6 @@ deadline is abandoned to its slot thread and fails as a timeout, and the other r
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import threading
 import time
@@ -288,8 +287,9 @@ class _Drive:
         so one slot takes them all while they are quick; :meth:`_spread` moves the rest of a
         lane to another slot as soon as one of its attempts is slow."""
         advancer = self.loop.advancer
-        attempt = functools.partial(advancer.attempt, now=now)  # no Python frame per attempt
-        lane: Lane[Ctx, Outcome] = Lane(deque(ready), attempt, advancer.step_timeout)
+        lane: Lane[Ctx, Outcome] = Lane(
+            deque(ready), advancer.attempt_for_batch(now), advancer.step_timeout
+        )
         self.lanes.append(lane)
         if self.loop.slots is None:
             lane.run()  # in memory: on this thread
