@@ -448,13 +448,18 @@ class ConnectorLoadError(ConnectorError):
 class ActionTimeout(ConnectorError):
     """The attempt ran longer than the step's ``timeout`` (its late result is discarded).
 
-    ``seconds`` is that timeout; ``step`` the step whose attempt it was.
+    ``seconds`` is that timeout; ``step`` the step whose attempt it was. ``virtual``: the time ran
+    on the virtual clock only (a test fake that ``takes`` longer): the attempt fails once the
+    clock reaches its start plus ``seconds``, not at once.
     """
 
-    def __init__(self, message: str, *, seconds: float, step: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, seconds: float, step: str | None = None, virtual: bool = False
+    ) -> None:
         super().__init__(message)
         self.seconds = seconds
         self.step = step
+        self.virtual = virtual
 
 
 class ActionResultError(ConnectorError):

@@ -163,6 +163,24 @@ def test_takes_longer_than_the_timeout_fails_the_attempt(project: Project) -> No
                   status: failed
                   error: { step: post, message: "the attempt ran longer than 10s" }
                   calls: { slack.post: 2 }
+          - name: the attempt fails when its timeout elapses on the virtual clock, not before
+            fakes: { slack.post: { takes: 1m, returns: { ts: x } } }
+            do:
+              - advance: 9s
+              - expect:
+                  status: waiting
+                  waiting: { step: post, kind: timer }
+                  calls: { slack.post: 1 }
+              - advance: 1s
+              - expect:
+                  waiting: { step: post, kind: retry }
+                  history: [run.started, step.started, attempt.failed, retry.scheduled]
+              - advance: 39s
+              - expect: { status: waiting, calls: { slack.post: 2 } }
+              - advance: 1s
+              - expect:
+                  status: failed
+                  error: { step: post, message: "the attempt ran longer than 10s" }
           - name: quick enough
             fakes: { slack.post: { takes: 5s, returns: { ts: x } } }
             do:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from conftest import ADMIN_TOKEN, KEYED, OPS_TOKEN, TOKENS, MakeWeb, Web, h1
+from web_site import ADMIN_TOKEN, KEYED, OPS_TOKEN, TOKENS, MakeWeb, Web, h1
 
 from procflow.server.web.session import COOKIE
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from conftest import Web, h1, title
+from web_site import Web, h1, title
 
 import procflow.server.web as web_package
 

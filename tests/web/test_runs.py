@@ -4,10 +4,11 @@ a CSRF token, and the plain message when Graphviz is missing."""
 
 from __future__ import annotations
 
+import html as html_module
 import re
 
 import pytest
-from conftest import BREAKER, Web, h1
+from web_site import BREAKER, Web, h1
 
 from procflow.store.rows import HistoryRow
 
@@ -156,3 +157,15 @@ def test_without_graphviz_the_page_says_so_and_shows_the_rest(
     assert "Diagrams need Graphviz (dot), which is not installed on the server" in html
     assert "retry 2 of 4" in html and "<svg" not in html
     assert "Diagrams need Graphviz" in web.page("/ui/definitions/TenantProvisioning")
+
+
+def test_a_run_page_shows_at_most_20000_characters_of_bindings(web: Web) -> None:
+    many = [
+        {"name": f"account {i}", "owner": f"@owner{i}", "renews": "2027-02-01"} for i in range(400)
+    ]
+    run = web.engine.start_flow("renewal-reminders", {"accounts": many})
+    web.engine.work()
+    html = web.page(f"/ui/runs/{run}")
+    bindings = html.split("<h2>Bindings</h2>", 1)[1].split("</section>", 1)[0]
+    assert "more characters: Download JSON)" in bindings
+    assert len(html_module.unescape(bindings)) < 20_000 + 200

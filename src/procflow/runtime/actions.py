@@ -332,6 +332,7 @@ class ActionAttempt:
     error: str | None = None
     kind: str = "action"  # the error's type: action | expression | timeout
     final: bool = False  # no further attempts (NonRetryableError, a bad rendered arg)
+    virtual_seconds: float | None = None  # a timeout that elapses on the virtual clock only
     logs: list[tuple[str, str]] = field(default_factory=list)
     outbox: list[OutboxMessage] = field(default_factory=list)
     sent: list[str] = field(default_factory=list)  # recipients a sender really sent to
@@ -377,6 +378,7 @@ def run_action(
             faults.point("after_delegate")
     except ActionTimeout as exc:
         out.error, out.kind = str(exc), "timeout"
+        out.virtual_seconds = exc.seconds if exc.virtual else None
     except NonRetryableError as exc:
         out.error, out.final = _message(exc), True
     except Exception as exc:  # the action's failure is the attempt's, whatever it raised

@@ -43,7 +43,7 @@ from procflow.model.ir import (
 )
 from procflow.runtime.clock import from_datetime, iso, micros, to_datetime
 from procflow.runtime.events import correlation_keys
-from procflow.runtime.flow_action import attempt_action
+from procflow.runtime.flow_action import ActionAttempt, attempt_action
 from procflow.runtime.flow_state import (
     ITEMS,
     FlowIndex,
@@ -191,7 +191,7 @@ class Machine:
                     return
             frame["s"] = True
         if isinstance(step, ActionStep):
-            self.action(step)
+            self.action(step, frame)
         elif isinstance(step, WaitStep):
             self.wait(step, frame)
         elif isinstance(step, SetStep):
@@ -228,7 +228,11 @@ class Machine:
 
     # --- constructs -------------------------------------------------------------------------
 
-    def action(self, step: ActionStep) -> None:
+    def action(self, step: ActionStep, frame: Frame) -> None:
+        timed_out = frame.pop("timed_out", None)
+        if timed_out is not None:  # the virtual time of the attempt below has run out
+            self.failed_attempt(step, ActionAttempt(error=timed_out, kind="timeout"))
+            return
         manifest = self.flow.connectors[step.connector]
         started = self.tr.now
         outcome, _ = attempt_action(
@@ -249,7 +253,18 @@ class Machine:
             self.tr.add("message.sent", step.id, token.path, token.attempt, to=recipient)
         if outcome.error is None:
             self.complete(step, outcome.result or {})
-            return
+        elif outcome.virtual_seconds is not None:  # a fake that takes longer than the timeout:
+            # the attempt is under way until the virtual clock reaches its timeout, then fails
+            frame["timed_out"] = outcome.error
+            self.park("timer", started + micros(timedelta(seconds=outcome.virtual_seconds)), {})
+            raise _Stop
+        else:
+            self.failed_attempt(step, outcome)
+
+    def failed_attempt(self, step: ActionStep, outcome: ActionAttempt) -> None:
+        """Retry the attempt that failed with ``outcome``, or fail the step."""
+        token = self.token
+        assert outcome.error is not None
         self.tr.add("attempt.failed", step.id, token.path, token.attempt, message=outcome.error)
         retry = step.mods.retry
         if retry is not None and not outcome.final and token.attempt < retry.attempts:

@@ -108,32 +108,30 @@ def why_waiting(token: TokenRow) -> str:
     wait = waiting_for(token)
     if wait is None:
         return f"{token.step}: {token.state}"
+    return why_line(token.step, wait)
+
+
+def why_line(step: str, wait: dict[str, Any]) -> str:
+    """Why a token at ``step`` waits, in one line, from its ``waiting_for`` (the CLI's
+    ``runs show`` and the web UI's run page say the same)."""
     kind = wait.get("kind")
     if kind == "retry":
         return (
-            f"{token.step}: retry {wait['attempt']} of {wait['of']} due {wait['due']} "
+            f"{step}: retry {wait['attempt']} of {wait['of']} due {wait['due']} "
             f"(last error: {wait['last_error']})"
         )
     if kind == "timer":
-        return f"{token.step}: timer due {wait['due']}"
+        return f"{step}: timer due {wait['due']}"
     if kind == "event":
-        return f"{token.step}: event {wait['type']} {wait['match']} (timeout {wait['timeout_at']})"
+        return f"{step}: event {wait['type']} {wait['match']} (timeout {wait['timeout_at']})"
     if kind == "poll":
-        return f"{token.step}: poll iteration {wait['iteration']} of {wait['of']} due {wait['due']}"
+        return f"{step}: poll iteration {wait['iteration']} of {wait['of']} due {wait['due']}"
     if kind == "task":
-        return _why_task(token.step, wait)
+        if wait.get("task_id") is None:  # parked on entry; the task is opened in the next claim
+            return f"{step}: user task being opened"
+        return f"{step}: user task {wait['task_id']} for {wait['assignee']}"
     if kind == "record":
-        return _why_record(token.step, wait)
-    return f"{token.step}: waiting for {kind}"
-
-
-def _why_task(step: str, wait: dict[str, Any]) -> str:
-    if wait.get("task_id") is None:  # parked on entry; the task is opened in the next claim
-        return f"{step}: user task being opened"
-    return f"{step}: user task {wait['task_id']} for {wait['assignee']}"
-
-
-def _why_record(step: str, wait: dict[str, Any]) -> str:
-    via = f" via [{wait['via']}]" if wait.get("via") else ""
-    when = f" where {wait['when']}" if wait.get("when") else ""
-    return f"{step}: a [{wait['entity']}] record of this run's record{via}{when}"
+        via = f" via [{wait['via']}]" if wait.get("via") else ""
+        when = f" where {wait['when']}" if wait.get("when") else ""
+        return f"{step}: a [{wait['entity']}] record of this run's record{via}{when}"
+    return f"{step}: waiting for {kind}"

@@ -54,8 +54,9 @@ class Fake:
         timeout = ctx.timeout
         if spec.takes is not None and timeout is not None and spec.takes.total_seconds() > timeout:
             raise ActionTimeout(
-                f"the attempt ran longer than {timeout:g}s", seconds=timeout, step=ctx.step
-            )
+                f"the attempt ran longer than {timeout:g}s",
+                seconds=timeout, step=ctx.step, virtual=True,
+            )  # fmt: skip
         if spec.raise_ is not None:
             if spec.non_retryable:
                 raise NonRetryableError(spec.raise_)

@@ -12,6 +12,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from procflow.errors import ProcflowError
 from procflow.runtime.listing import FAILURE_TYPES, HISTORY_TYPES, WAIT_KINDS
+from procflow.runtime.views import why_line
 from procflow.server.diagrams import NO_DOT, DiagramCache, mark_run, step_classes
 from procflow.server.paging import bad_query, page_json, str_page
 from procflow.server.problems import Problem
@@ -198,29 +199,7 @@ def _entry(entry: dict[str, Any]) -> dict[str, Any]:
 
 def _why(token: dict[str, Any]) -> str:
     """One line of "Why it waits", from the ``runs show`` shape of a waiting token."""
-    wait, step = token["waiting_for"], token.get("path") or token["step"]
-    kind = wait.get("kind")
-    if kind == "retry":
-        return (
-            f"{step}: retry {wait['attempt']} of {wait['of']} due {wait['due']} — last error: "
-            f"{wait['last_error']}"
-        )
-    if kind == "timer":
-        return f"{step}: timer due {wait['due']}"
-    if kind == "poll":
-        return f"{step}: poll {wait['iteration']} of {wait['of']} due {wait['due']}"
-    if kind == "event":
-        timeout = f", timeout at {wait['timeout_at']}" if wait.get("timeout_at") else ""
-        return f"{step}: event {wait['type']} matching {wait.get('match')}{timeout}"
-    if kind == "task":
-        if wait.get("task_id") is None:
-            return f"{step}: user task being opened"
-        return f"{step}: user task {wait['task_id']} for {wait['assignee']}"
-    if kind == "record":
-        via = f" via {wait['via']}" if wait.get("via") else ""
-        when = f" where {wait['when']}" if wait.get("when") else ""
-        return f"{step}: a {wait['entity']} record{via}{when}"
-    return f"{step}: waiting for {kind}"
+    return why_line(token.get("path") or token["step"], token["waiting_for"])
 
 
 def _diagram(call: WebCall, run: dict[str, Any]) -> tuple[str | None, str | None]:

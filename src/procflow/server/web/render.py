@@ -30,12 +30,25 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
 
 
+# A page shows this much of a run's bindings; "Download JSON" has them all (a loop of 5,000
+# iterations binds every iteration's scope: 400 KiB of page for what nobody reads in a browser).
+SHOWN_JSON = 20_000
+
+
+def _pretty_capped(value: Any) -> str:
+    text = _pretty(value)
+    if len(text) <= SHOWN_JSON:
+        return text
+    return f"{text[:SHOWN_JSON]}\n… ({len(text) - SHOWN_JSON:,} more characters: Download JSON)"
+
+
 def _when(value: Any) -> str:
     """A timestamp as shown: ``2027-01-01 00:00:30Z`` (the T dropped for readability)."""
     return "" if value is None else str(value).replace("T", " ")
 
 
 _ENV.filters["pretty"] = _pretty
+_ENV.filters["pretty_capped"] = _pretty_capped
 _ENV.filters["when"] = _when
 _ENV.filters["q"] = lambda text: quote(str(text), safe="")
 _ENV.globals["url_with"] = url_with
