@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
@@ -91,7 +92,7 @@ def observed_attempt(attempt: _F) -> _F:
     return cast(_F, observed)
 
 
-class CountingObserver(Observer):
+class CountingObserver(Observer, ABC):
     """An observer that classifies attempts and finished runs and hands them to
     :meth:`count_attempt` and :meth:`count_finished` (which a metrics face implements)."""
 
@@ -106,13 +107,16 @@ class CountingObserver(Observer):
             if tr.run.status in FINISHED:
                 self.count_finished(tr.run.name, tr.run.status)
 
+    @abstractmethod
     def count_attempt(
         self, definition: str, step: str, outcome: str, seconds: float | None
     ) -> None:
-        raise NotImplementedError
+        """One attempt of ``step`` of ``definition`` ended with ``outcome`` after ``seconds``
+        (None: a replay, whose call was abandoned)."""
 
+    @abstractmethod
     def count_finished(self, definition: str, status: str) -> None:
-        raise NotImplementedError
+        """A run of ``definition`` finished with ``status``."""
 
 
 def outcome_of(ctx: AttemptCtx, outcome: Any) -> tuple[str, str]:
