@@ -22,12 +22,16 @@ from __future__ import annotations
 
 import importlib.util
 from functools import cache, cached_property
-from importlib import metadata, resources
+from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from procflow.model.ir import ConnectorManifest
 from procflow.model.manifest import load_manifest
 from procflow.model.source import Diagnostic, Diagnostics, Pos
+
+if TYPE_CHECKING:
+    from importlib import metadata
 
 ENTRY_POINT_GROUP = "procflow.connectors"
 BUILTIN_PACKAGE = "procflow.connectors.builtin"
@@ -76,6 +80,8 @@ class ConnectorRegistry:
 
     @cached_property
     def _entry_points(self) -> dict[str, metadata.EntryPoint]:
+        from importlib import metadata  # looked at on first use only (~8 ms of start-up)
+
         return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
     def _load(self, name: str, diags: Diagnostics) -> ConnectorManifest | None:
