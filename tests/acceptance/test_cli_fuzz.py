@@ -173,6 +173,10 @@ def deep_yaml(draw: st.DrawFn) -> str:
     levels = draw(st.integers(min_value=60, max_value=2_000))
     if draw(st.booleans()):  # flow style
         return "[" * levels + "]" * levels
+    # Block style grows with the square of its depth: at most 1,000 levels (about 1 MB), so that
+    # four of them stay under the 10 MiB a definition file may have (a larger one is refused,
+    # exit 2, which is tested apart).
+    levels = min(levels, 1_000)
     return "\n" + "".join("  " * (i + 1) + "- k:\n" for i in range(levels)) + "  " * levels + "  v"
 
 
