@@ -22,6 +22,7 @@ import pytest
 
 from procflow.errors import StoreError
 from procflow.runtime import work
+from procflow.runtime.commit import Committer
 from procflow.runtime.engine import Engine
 from procflow.store.store import Store
 from procflow.testing import fake_action
@@ -395,6 +396,38 @@ processes:
 # --- the loop itself -------------------------------------------------------------------------
 
 
+def test_a_batch_is_advanced_and_committed_on_one_thread(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Quick attempts run on the thread that claims and commits (a watchdog thread looks on),
+    so a batch's contexts are not handed between threads and cores with every round."""
+    attempts: set[int] = set()
+    commits: set[int] = set()
+    original = Committer.commit_batch
+
+    def commit_batch(self: Committer, batch: Any, now: int) -> set[str]:
+        commits.add(threading.get_ident())
+        return original(self, batch, now)
+
+    def action(ctx: Any, n: int) -> dict[str, Any]:
+        attempts.add(threading.get_ident())
+        return {"n": n}
+
+    monkeypatch.setattr(Committer, "commit_batch", commit_batch)
+    engine = Engine.virtual(db_url)
+    try:
+        engine.deploy(str(write_project(tmp_path)))
+        runs = start_runs(engine, 6)
+        with fake_action("svc.call", action):
+            engine.work()
+        assert_others_completed(engine, runs)
+    finally:
+        engine.close()
+    assert len(attempts) == 1
+    assert attempts == commits
+    assert threading.get_ident() not in attempts
+
+
 def test_a_store_error_backs_off_and_the_loop_goes_on(
     db_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -402,7 +435,9 @@ def test_a_store_error_backs_off_and_the_loop_goes_on(
     stop = threading.Event()
     calls = {"n": 0}
 
-    def flaky(self: work.WorkLoop, stop_: threading.Event | None = None) -> int:
+    def flaky(
+        self: work.WorkLoop, stop_: threading.Event | None = None, watchdog: object = None
+    ) -> int:
         calls["n"] += 1
         if calls["n"] == 1:
             raise StoreError("disk I/O error (simulated)")

@@ -132,6 +132,11 @@ class Advancer:
         row = self.reader().record(entity, id_)
         return None if row is None else row.data
 
+    def adopt_thread(self) -> None:
+        """The calling thread drives the loop now (reads on the loop's connection); the one it
+        replaces, left with a hung call, reads on a connection of its own from here on."""
+        self._loop_thread = threading.current_thread()
+
     def reader(self) -> Tx:
         """A read view on this thread's own connection (slot threads never share the loop's)."""
         if threading.current_thread() is self._loop_thread:

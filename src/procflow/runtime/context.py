@@ -32,7 +32,7 @@ class VarsView(MutableMapping[str, Any]):
         self._run_id = run_id
         self._step = step
         self._produces = produces
-        self._readable = frozenset(uses) | frozenset(produces)
+        self._uses = uses  # tuples of a few names: a set per attempt would cost more than it saves
         self._load = load
         self.written: dict[str, Any] = {}
         self.breach: str | None = None
@@ -44,7 +44,7 @@ class VarsView(MutableMapping[str, Any]):
     def __getitem__(self, name: str) -> Any:
         if name in self.written:
             return self.written[name]
-        if name not in self._readable:
+        if name not in self._uses and name not in self._produces:
             raise self._fail(
                 f"step [{self._step}] read var [{name}], which it neither uses nor produces; "
                 f"add it to uses: in the definition",

@@ -81,7 +81,5 @@ def begin_call(step: str, timeout: float | None) -> None:
     if clock.overran is not None:
         seconds = timeout if timeout is not None else clock.default
         raise ActionTimeout(clock.overran, seconds=seconds, step=step)
-    if timeout is None:
-        clock.limit, clock.deadline = clock.default, time.monotonic() + clock.default
-    else:
+    if timeout is not None:  # without one, the deadline the attempt started with stands
         clock.limit, clock.deadline = timeout, time.monotonic() + timeout + GRACE_SECONDS

@@ -425,7 +425,7 @@ def run_delegate(rc: RunCtx, token: TokenRow, step: ServiceTask, action: Delegat
     )
     out = Attempt(logs=handler.lines)
     try:
-        begin_call(step.name, None)  # the deadline runs from here (a replay's call times out)
+        begin_call(step.name, None)  # a replay of an attempt whose call overran fails here
         faults.point("before_delegate")
         target = load_attr(rc.project_dir, action.module, action.attr)
         call_delegate(target, ctx, dict(action.fields))

@@ -1,12 +1,13 @@
-"""Slot threads: where a worker advances runs, so that a blocked call holds one slot, never the
-worker.
+"""Lanes and slot threads: where a worker makes attempts, so that a blocked call holds one
+thread, never the worker.
 
-The work loop hands each round's runs to the slots as a few *lanes* (one per slot): a lane is a
-queue of runs its thread advances one after another, each under an :class:`AttemptClock`. The
-loop watches the lanes. A lane whose current attempt overruns its deadline is *abandoned*: its
-thread stays with the call (a Python thread cannot be stopped), the runs it had not begun are
-taken back for other lanes, and a new thread replaces it — up to as many abandoned threads as
-there are slots; past that, a hung call does cost the worker a slot until it returns.
+A *lane* is a queue of runs one thread advances one after another, each under an
+:class:`AttemptClock`: the work loop's driver thread runs a round's lane itself, and runs queued
+behind a slow attempt move to a new lane on a slot thread. A lane whose current attempt overruns
+its deadline is *abandoned*: its thread stays with the call (a Python thread cannot be stopped),
+the runs it had not begun are taken back for other lanes, and a new thread replaces it — for a
+slot, up to as many abandoned threads as there are slots; past that, a hung call does cost the
+worker a slot until it returns.
 """
 
 from __future__ import annotations
@@ -91,13 +92,22 @@ class Lane(Generic[T, R]):
         """If the current attempt overran its deadline: abandon the lane and return that run,
         the runs not begun (both now the loop's) and the limit it overran; else None."""
         with self.lock:
-            if self.current is None or now <= self.current[1].deadline:
+            if self.abandoned or self.current is None or now <= self.current[1].deadline:
                 return None
             self.abandoned = True
             left = list(self.todo)
             self.todo.clear()
             item, clock = self.current
             return item, left, clock.limit
+
+    def abandon_in_flight(self) -> bool:
+        """Abandon the lane if an attempt is in flight (its thread is then no longer the
+        lane's); False when the lane has already finished its last attempt."""
+        with self.lock:
+            if self.abandoned or self.current is None:
+                return False
+            self.abandoned = True
+            return True
 
     def results(self) -> list[tuple[T, R]]:
         """The outcomes so far, handed over once."""

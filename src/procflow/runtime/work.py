@@ -1,11 +1,15 @@
-"""The work loop: claim a batch of runs with ready work, advance each by one step on the slot
-threads, commit the outcomes together, and go on with those still ready; when nothing is due,
-wait.
+"""The work loop: claim a batch of runs with ready work, advance each by one step, commit the
+outcomes together, and go on with those still ready; when nothing is due, wait.
 
 A run that waits is released: it costs rows, never a process. Leases run on the wall clock (a
 virtual clock never lets a lease expire); a heartbeat renews them while attempts run. No run can
 stop the loop: an attempt that raises is that run's incident, an attempt whose call overruns its
-deadline is abandoned to its slot thread and fails as a timeout, and the other runs go on.
+deadline is abandoned to its thread and fails as a timeout, and the other runs go on.
+
+Threads: a *driver* claims a batch, makes its attempts and commits them, all on one thread (a
+batch handed between threads every round costs CPU in cache misses); the caller's thread is its
+:class:`_Watchdog`. Runs queued behind a slow attempt go to the slot threads
+(``runtime/slots.py``). When the driver's own call hangs, a new driver takes the batch over.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ log = logging.getLogger("procflow.worker")
 LINGER_SECONDS = 0.05
 # An attempt running longer than this has the runs queued behind it moved to another slot.
 SLOW_SECONDS = 0.02
+# How often an idle watchdog looks whether its driver thread has finished (it is woken sooner).
+IDLE_WATCH_SECONDS = 1.0
 # Back-off after an infrastructure error (the store unreachable): doubling up to the maximum.
 BACKOFF_FIRST, BACKOFF_MAX = 0.5, 30.0
 
@@ -73,6 +79,7 @@ class WorkLoop:
         self.is_virtual = is_virtual
         self._held: set[str] = set()
         self._held_lock = threading.Lock()
+        self.transitions = 0  # committed by this loop, whichever driver thread committed them
 
     def close(self) -> None:
         if self.slots is not None:
@@ -85,11 +92,33 @@ class WorkLoop:
         ``until_idle``: return once nothing is due now. Otherwise wait for the next due time or
         a wake-up, and go on until ``stop`` is set. An infrastructure error (the store does not
         answer) hands the runs back and backs off; it never ends the loop unless ``until_idle``.
+        The loop runs on a driver thread this thread watches (:class:`_Watchdog`); an in-memory
+        store has one connection only, and its loop runs here, unwatched.
         """
-        total, backoff = 0, BACKOFF_FIRST
-        while stop is None or not stop.is_set():
+        before = self.transitions
+        if self.slots is None:
+            self.drive_loop(until_idle, stop)
+        else:
+            _Watchdog(self, until_idle, stop).run()
+        return self.transitions - before
+
+    def drive_loop(
+        self,
+        until_idle: bool,
+        stop: threading.Event | None,
+        watchdog: _Watchdog | None = None,
+        resume: _Drive | None = None,
+    ) -> None:
+        """The loop itself, on the driver thread: batch after batch (the first one ``resume``,
+        a batch taken over from a driver whose attempt hung)."""
+        backoff = BACKOFF_FIRST
+        while resume is not None or stop is None or not stop.is_set():
             try:
-                done = self.work_batch(stop)
+                if resume is not None:  # even once stopped: it hands its runs back
+                    drive, resume = resume, None
+                    done = drive.resume()
+                else:
+                    done = self.work_batch(stop, watchdog)
             except Exception as exc:
                 if until_idle or not self.store.unavailable(exc):
                     raise
@@ -101,13 +130,11 @@ class WorkLoop:
                 backoff = min(backoff * 2, BACKOFF_MAX)
                 continue
             backoff = BACKOFF_FIRST
-            total += done
             if done:
                 continue
             if until_idle:
-                return total
+                return
             self.idle(stop)
-        return total
 
     def idle(self, stop: threading.Event | None) -> None:
         """Wait until the next due time, the earliest lease expiry (a dead worker's runs are
@@ -122,8 +149,12 @@ class WorkLoop:
             wait = min(wait, max(0.0, (expiry - system_now()) / 1_000_000 + 0.01))
         self.store.wait_for_wakeup(wait, stop)
 
-    def work_batch(self, stop: threading.Event | None = None) -> int:
-        """Claim a batch and run it until every run in it waits or ends; returns transitions."""
+    def work_batch(
+        self, stop: threading.Event | None = None, watchdog: _Watchdog | None = None
+    ) -> int:
+        """Claim a batch and run it until every run in it waits or ends; returns transitions
+        (and timers fired). With a ``watchdog``, attempts run on this thread while it watches;
+        without one, on the slots."""
         now = self.host.now()
         wall = system_now()
         with self.store.tx() as tx:
@@ -135,14 +166,16 @@ class WorkLoop:
             return fired
         log.debug("claimed %d runs", len(claimed), extra={"worker": self.lease.owner})
         faults.point("after_claim")  # leases taken, nothing run: they must expire elsewhere
+        held = [r.id for r in claimed]
         with self._held_lock:
-            self._held.update(r.id for r in claimed)
+            self._held.update(held)
+        drive = _Drive(self, now, stop, held, watchdog)
         try:
             started = self.advancer.contexts(claimed, tokens, records, self.lease.until(wall), now)
-            return fired + _Drive(self, now, stop).run(started)
-        finally:
-            with self._held_lock:
-                self._held.difference_update(r.id for r in claimed)
+        except BaseException:
+            drive.release_held()
+            raise
+        return fired + drive.run(started)
 
     def commit(self, batch: list[Step], now: int) -> list[Step] | None:
         """Commit ``batch``; returns the steps committed (None: the store rolled the batch back
@@ -244,36 +277,160 @@ class WorkLoop:
             self._held.discard(run_id)
 
 
-class _Drive:
-    """One claimed batch, advanced until every run in it waits, ends, or is handed back."""
+class _Hijacked(BaseException):
+    """Ends a driver thread whose attempt overran: another driver has taken its batch over.
+    A BaseException, so that nothing on the way up mistakes it for a failure."""
 
-    def __init__(self, loop: WorkLoop, now: int, stop: threading.Event | None) -> None:
+
+class _Watchdog:
+    """Watches the attempts a driver thread makes: runs queued behind a slow one go to the
+    slots, and when one overruns its deadline (or a graceful stop's), the batch goes on on a
+    new driver thread, the hung one left with its call. The loop's thread only waits here, so a
+    batch is claimed, advanced and committed on one thread (and mostly one core)."""
+
+    def __init__(self, loop: WorkLoop, until_idle: bool, stop: threading.Event | None) -> None:
+        self.loop = loop
+        self.until_idle = until_idle
+        self.stop = stop
+        self.inline: tuple[_Drive, Lane[Ctx, Outcome]] | None = None
+        self.lanes_started = 0  # inline lanes so far: while it grows, the watchdog polls
+        self.awake = False
+        self.changed = threading.Event()  # the driver started work, or finished
+        self.finished = False
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        self._start_driver(None, None)
+        seen = -1
+        while not self.finished:
+            if self.inline is None and self.lanes_started == seen:
+                self._doze(seen)
+                continue
+            # Busy: look every SLOW_SECONDS rather than at each lane, which would cost the
+            # driver a thread switch per round.
+            seen = self.lanes_started
+            if self.changed.wait(SLOW_SECONDS):
+                self.changed.clear()
+            self._check(time.monotonic())
+
+    def _doze(self, seen: int) -> None:
+        """No lane started since the last look: wait to be woken by the next one."""
+        self.awake = False  # from here on, the next lane wakes this thread
+        if self.inline is None and self.lanes_started == seen and not self.finished:
+            self.changed.wait(IDLE_WATCH_SECONDS)
+        self.changed.clear()
+        self.awake = True
+
+    def running(self, drive: _Drive, lane: Lane[Ctx, Outcome] | None) -> None:
+        """The driver runs ``lane`` now (None: it ran it to the end)."""
+        if lane is None:
+            self.inline = None
+            return
+        self.inline = (drive, lane)
+        self.lanes_started += 1
+        if not self.awake:
+            self.changed.set()
+
+    def _check(self, moment: float) -> None:
+        entry = self.inline
+        if entry is None:
+            return
+        drive, lane = entry
+        if lane.finished.is_set():
+            return
+        taken = lane.abandon_if_overran(moment)
+        if taken is not None:
+            self._start_driver(drive, (lane, *taken))
+            return
+        drive.spread_from(lane, moment)
+        if drive.stop_deadline_passed(moment) and lane.abandon_in_flight():
+            self._start_driver(drive, None)  # it hands the batch back
+
+    def _start_driver(self, drive: _Drive | None, overran: _Overran | None) -> None:
+        self.inline = None
+        thread = threading.Thread(
+            target=self._drive, args=(drive, overran), name="procflow-driver", daemon=True
+        )
+        thread.start()
+
+    def _drive(self, drive: _Drive | None, overran: _Overran | None) -> None:
+        try:
+            self.loop.advancer.adopt_thread()
+            if drive is not None and overran is not None:
+                drive.take_over(*overran)
+            self.loop.drive_loop(self.until_idle, self.stop, self, drive)
+        except _Hijacked:
+            return  # this thread's attempt overran; the batch went on without it
+        except BaseException as exc:  # the caller's, to raise on its own thread
+            self.error = exc
+        self.finished = True
+        self.changed.set()
+
+
+_Overran = tuple[Lane[Ctx, Outcome], Ctx, list[Ctx], float]  # the lane, its run, the rest, limit
+
+
+class _Drive:
+    """One claimed batch, advanced until every run in it waits, ends, or is handed back.
+
+    Its state lives here rather than on a thread's stack, so that a new driver thread can take
+    it over from one whose attempt hung (:meth:`take_over`, :meth:`resume`)."""
+
+    def __init__(
+        self,
+        loop: WorkLoop,
+        now: int,
+        stop: threading.Event | None,
+        held: list[str],
+        watchdog: _Watchdog | None,
+    ) -> None:
         self.loop = loop
         self.now = now
         self.virtual = loop.is_virtual()
         self.stop = stop
+        self.held = held  # the runs claimed: their leases are renewed until the batch is over
+        self.watchdog = watchdog
         self.stop_by: float | None = None  # when a graceful stop stops waiting for attempts
         self.lanes: list[Lane[Ctx, Outcome]] = []
+        self.lanes_lock = threading.RLock()  # the watchdog adds lanes while the driver runs one
+        self.outcomes: list[tuple[Ctx, Outcome]] = []  # in, not yet committed
         self.replayed: list[tuple[Ctx, Outcome]] = []
         self.count = 0
 
     def run(self, started: list[tuple[Ctx, Outcome | None]]) -> int:
-        outcomes = [(ctx, outcome) for ctx, outcome in started if outcome is not None]
-        ready: list[Ctx] = [ctx for ctx, outcome in started if outcome is None]
-        while True:
-            step_now = self.now if self.virtual else system_now()
-            if self._stop_requested():  # attempts in flight may finish; none starts
-                self.loop.hand_back([ctx.run.id for ctx in ready])
-            elif ready:
-                self._dispatch(ready, step_now)
-            if not self.lanes and not outcomes:
-                return self.count
-            outcomes += self._collect(step_now)
-            ready = self._commit(outcomes, step_now)
-            outcomes = []
-            if self.stop_by is not None and time.monotonic() >= self.stop_by:
-                self._hand_back_all(ready)
-                return self.count
+        self.outcomes = [(ctx, outcome) for ctx, outcome in started if outcome is not None]
+        return self._rounds([ctx for ctx, outcome in started if outcome is None])
+
+    def resume(self) -> int:
+        """Go on with the batch on this (new) driver thread."""
+        return self._rounds([])
+
+    def _rounds(self, ready: list[Ctx]) -> int:
+        try:
+            while True:
+                step_now = self.now if self.virtual else system_now()
+                if self._stop_requested():  # attempts in flight may finish; none starts
+                    self.loop.hand_back([ctx.run.id for ctx in ready])
+                elif ready:
+                    self._dispatch(ready, step_now, inline=self.watchdog is not None)
+                if not self.lanes and not self.outcomes and not self.replayed:
+                    break
+                outcomes, self.outcomes = self.outcomes + self._collect(step_now), []
+                ready = self._commit(outcomes, step_now)
+                if self.stop_by is not None and time.monotonic() >= self.stop_by:
+                    self._hand_back_all(ready)
+                    break
+        except _Hijacked:
+            raise  # the batch is another driver's now: it releases the runs
+        except BaseException:
+            self.release_held()
+            raise
+        self.release_held()
+        return self.count
+
+    def release_held(self) -> None:
+        with self.loop._held_lock:
+            self.loop._held.difference_update(self.held)
 
     def _stop_requested(self) -> bool:
         if self.stop is None or not self.stop.is_set():
@@ -282,70 +439,94 @@ class _Drive:
             self.stop_by = time.monotonic() + self.loop.stop_timeout
         return True
 
-    def _dispatch(self, ready: list[Ctx], now: int) -> None:
+    def stop_deadline_passed(self, moment: float) -> bool:
+        return self._stop_requested() and self.stop_by is not None and moment >= self.stop_by
+
+    def _dispatch(self, ready: list[Ctx], now: int, inline: bool = False) -> None:
         """One lane for ``ready``: attempts are mostly CPU work, which threads do not speed up,
-        so one slot takes them all while they are quick; :meth:`_spread` moves the rest of a
-        lane to another slot as soon as one of its attempts is slow."""
+        so one lane takes them all while they are quick — on this thread under the watchdog
+        (``inline``), else on a slot; a slow attempt has the rest of its lane moved to another
+        slot (:meth:`spread_from`)."""
         advancer = self.loop.advancer
         lane: Lane[Ctx, Outcome] = Lane(
             deque(ready), advancer.attempt_for_batch(now), advancer.step_timeout
         )
-        self.lanes.append(lane)
+        with self.lanes_lock:
+            self.lanes.append(lane)
         if self.loop.slots is None:
             lane.run()  # in memory: on this thread
+        elif inline and self.watchdog is not None:
+            self.watchdog.running(self, lane)
+            lane.run()
+            if lane.abandoned:  # overran, or a graceful stop ran out: the batch went on
+                raise _Hijacked
+            self.watchdog.running(self, None)
         else:
             self.loop.slots.start(lane)
 
-    def _spread(self, moment: float, now: int) -> None:
-        """Runs waiting behind a slow attempt go to another slot."""
-        for lane in list(self.lanes):
+    def spread_from(self, lane: Lane[Ctx, Outcome], moment: float) -> None:
+        """Runs waiting in ``lane`` behind a slow attempt go to another slot (under the lanes'
+        lock: the driver must never see the lane finished without the one they went to)."""
+        with self.lanes_lock:
             behind = lane.take_unbegun(SLOW_SECONDS, moment)
             if behind:
-                self._dispatch(behind, now)
+                self._dispatch(behind, self.now if self.virtual else system_now())
 
     def _collect(self, now: int) -> list[tuple[Ctx, Outcome]]:
         """Outcomes that are in: wait for every lane, or a little longer once the first is in,
         or until an attempt overruns its deadline (it is then replayed without its call)."""
         first_in: float | None = None
-        while self.lanes and not all(lane.finished.is_set() for lane in self.lanes):
+        while self.lanes and not all(lane.finished.is_set() for lane in self._lanes()):
             moment = time.monotonic()
             if self._abandon_overruns(moment, now):
                 break
-            self._spread(moment, now)
-            if first_in is None and any(lane.done for lane in self.lanes):
+            for lane in self._lanes():
+                self.spread_from(lane, moment)
+            if first_in is None and any(lane.done for lane in self._lanes()):
                 first_in = moment
             if first_in is not None and moment - first_in >= LINGER_SECONDS:
                 break
             if self._stop_requested() and self.stop_by is not None and moment >= self.stop_by:
                 break
-            waiting = next((lane for lane in self.lanes if not lane.finished.is_set()), None)
+            waiting = next((ln for ln in self._lanes() if not ln.finished.is_set()), None)
             if waiting is None:  # the last one finished since the loop's check
                 break
             waiting.finished.wait(0.01 if first_in is not None else SLOW_SECONDS)
         out, self.replayed = self.replayed, []
-        for lane in self.lanes:
-            out.extend(lane.results())
-        self.lanes = [lane for lane in self.lanes if not lane.finished.is_set()]
+        with self.lanes_lock:
+            for lane in self.lanes:
+                out.extend(lane.results())
+            self.lanes = [lane for lane in self.lanes if not lane.finished.is_set()]
         return out
+
+    def _lanes(self) -> list[Lane[Ctx, Outcome]]:
+        with self.lanes_lock:
+            return list(self.lanes)
 
     def _abandon_overruns(self, moment: float, now: int) -> bool:
         """Give up on attempts past their deadline; True when one was."""
         abandoned = False
-        for lane in list(self.lanes):
+        for lane in self._lanes():
             taken = lane.abandon_if_overran(moment)
             if taken is None:
                 continue
             abandoned = True
-            ctx, left, limit = taken
-            self.lanes.remove(lane)
-            self.replayed.extend(lane.results())  # what the lane finished before it hung
-            self.loop.release(ctx.run.id)
             if self.loop.slots is not None:
                 self.loop.slots.replace()
-            self.replayed.append(self.loop.advancer.replay(ctx, now, limit))
-            if left:
-                self._dispatch(left, now)
+            self.take_over(lane, *taken)
         return abandoned
+
+    def take_over(self, lane: Lane[Ctx, Outcome], ctx: Ctx, left: list[Ctx], limit: float) -> None:
+        """``lane`` was abandoned while ``ctx``'s attempt overran ``limit``: keep what it
+        finished, replay that attempt as a timeout, and give the runs it had not begun to a slot."""
+        with self.lanes_lock:
+            self.lanes.remove(lane)
+        self.replayed.extend(lane.results())  # what the lane finished before it hung
+        self.loop.release(ctx.run.id)
+        now = self.now if self.virtual else system_now()
+        self.replayed.append(self.loop.advancer.replay(ctx, now, limit))
+        if left:
+            self._dispatch(left, now)
 
     def _commit(self, outcomes: list[tuple[Ctx, Outcome]], now: int) -> list[Ctx]:
         if not outcomes:
@@ -357,6 +538,7 @@ class _Drive:
             self._hand_back_all([])
             return []
         self.count += len(committed)
+        self.loop.transitions += len(committed)
         advancer.observer.committed(committed)  # metrics: runs that finished
         return [ctx for ctx, _ in committed if ctx.run.status == RunStatus.RUNNING]
 
@@ -364,7 +546,9 @@ class _Drive:
         """Every run this batch still holds: at the end of a graceful stop, or after a
         rolled-back commit. An attempt still running is abandoned; its outcome is dropped."""
         ids = [ctx.run.id for ctx in ready]
-        for lane in self.lanes:
+        with self.lanes_lock:
+            lanes, self.lanes = self.lanes, []
+        for lane in lanes:
             with lane.lock:
                 lane.abandoned = True
                 ids.extend(ctx.run.id for ctx, _ in lane.done)
@@ -372,7 +556,6 @@ class _Drive:
                 lane.todo.clear()
                 if lane.current is not None:
                     ids.append(lane.current[0].run.id)
-        self.lanes = []
         self.loop.hand_back(list(dict.fromkeys(ids)))
 
 
