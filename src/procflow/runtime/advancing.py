@@ -171,25 +171,23 @@ class Advancer:
         return functools.partial(self.attempt, now=now)
 
     def plain_attempt(self, ctx: Ctx, now: int) -> Outcome:
-        """:meth:`attempt` without metrics or traces."""
-        token_id = None
-        for tid, candidate in ctx.tokens.items():  # the ready token (a loop, not a generator)
+        """:meth:`attempt` without metrics or traces (the path every transition takes: kept
+        to as few operations as it can be)."""
+        token = None
+        for candidate in ctx.tokens.values():  # the ready token (a loop, not a generator)
             if candidate.state == TokenState.READY:
-                token_id = tid
+                token = candidate
                 break
         try:
-            if isinstance(ctx, IncidentCtx):
-                raise AssertionError("an incident is decided, never attempted")
-            token = ctx.tokens[token_id] if token_id is not None else None
-            if token is None:
-                raise AssertionError("a run was advanced without a ready token")
+            if token is None or isinstance(ctx, IncidentCtx):
+                raise AssertionError("a run was advanced without a ready token, or an incident")
             if isinstance(ctx, FlowCtx):
                 return advance_flow(ctx, token, now)
             return advance(ctx, token, now)
         except Exception as exc:
-            return Failed(exc, token_id)
+            return Failed(exc, None if token is None else token.id)
         except (SystemExit, KeyboardInterrupt) as exc:  # from code under the step: its incident
-            return Failed(exc, token_id)
+            return Failed(exc, None if token is None else token.id)
 
     def settle(self, ctx: Ctx, outcome: Outcome, now: int) -> tuple[Ctx, Transition]:
         """The transition to commit for ``outcome`` (an incident for a failed attempt)."""

@@ -68,7 +68,11 @@ class Committer:
                 tx.rollback_to("held")
                 accepted = tx.leases_held(accepted, self.lease.owner, wall)
                 self._save_runs(tx, batch, images, accepted, wall)
-            done = [(rc, tr) for rc, tr in batch if rc.run.id in accepted]  # others: no change
+            done = (  # the others change nothing
+                batch
+                if len(accepted) == len(batch)
+                else [(rc, tr) for rc, tr in batch if rc.run.id in accepted]
+            )
             rows = _Rows()
             for rc, tr in done:
                 self._apply(tx, rc, tr, now, rows)

@@ -40,23 +40,26 @@ class Lane(Generic[T, R]):
     work: Callable[[T], R]
     step_timeout: float
     done: list[tuple[T, R]] = field(default_factory=list)
-    current: tuple[T, AttemptClock] | None = None
+    current: T | None = None  # the run whose attempt is in flight, timed by ``clock``
+    clock: AttemptClock = field(init=False)
     abandoned: bool = False
     finished: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def run(self) -> None:
+    def __post_init__(self) -> None:
         # One clock for the lane, restarted for each attempt: its attempts are one at a time.
-        clock = AttemptClock.starting(self.step_timeout)
+        self.clock = AttemptClock.starting(self.step_timeout)
+
+    def run(self) -> None:
+        clock = self.clock
         todo, done, lock, work = self.todo, self.done, self.lock, self.work
         try:
             with watching(clock):
                 with lock:
                     if self.abandoned or not todo:
                         return
-                    item = todo.popleft()
+                    item = self.current = todo.popleft()
                     clock.restart()
-                    self.current = (item, clock)
                 default = clock.default
                 while True:
                     outcome = work(item)
@@ -68,11 +71,10 @@ class Lane(Generic[T, R]):
                         if not todo:
                             self.current = None
                             return
-                        item = todo.popleft()
+                        item = self.current = todo.popleft()
                         # clock.restart(), inlined: this runs once per transition
                         clock.started = started = monotonic()
                         clock.limit, clock.deadline = default, started + default
-                        self.current = (item, clock)
         finally:
             self.finished.set()
 
@@ -82,7 +84,7 @@ class Lane(Generic[T, R]):
         with self.lock:
             if self.current is None or not self.todo:
                 return []
-            if now - self.current[1].started < slower_than:
+            if now - self.clock.started < slower_than:
                 return []
             left = list(self.todo)
             self.todo.clear()
@@ -92,13 +94,12 @@ class Lane(Generic[T, R]):
         """If the current attempt overran its deadline: abandon the lane and return that run,
         the runs not begun (both now the loop's) and the limit it overran; else None."""
         with self.lock:
-            if self.abandoned or self.current is None or now <= self.current[1].deadline:
+            if self.abandoned or self.current is None or now <= self.clock.deadline:
                 return None
             self.abandoned = True
             left = list(self.todo)
             self.todo.clear()
-            item, clock = self.current
-            return item, left, clock.limit
+            return self.current, left, self.clock.limit
 
     def abandon_in_flight(self) -> bool:
         """Abandon the lane if an attempt is in flight (its thread is then no longer the

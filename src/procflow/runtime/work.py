@@ -30,6 +30,7 @@ from procflow.runtime.commit import Committer, Step
 from procflow.runtime.host import RunHost
 from procflow.runtime.slots import Lane, Slots
 from procflow.runtime.timers import fire_due_timers
+from procflow.runtime.transition import Transition
 from procflow.states import RunStatus
 from procflow.store.rows import RunRow
 from procflow.store.store import Store, Tx
@@ -202,6 +203,8 @@ class WorkLoop:
                 extra={"worker": self.lease.owner},
             )  # fmt: skip
             return self._commit_each(batch, now)
+        if len(accepted) == len(batch):  # the usual case: every lease still held
+            return batch
         for ctx, _ in batch:
             if ctx.run.id not in accepted:
                 log.warning(
@@ -532,7 +535,11 @@ class _Drive:
         if not outcomes:
             return []
         advancer = self.loop.advancer
-        batch: list[Step] = [advancer.settle(ctx, outcome, now) for ctx, outcome in outcomes]
+        settle = advancer.settle
+        batch: list[Step] = [
+            (ctx, outcome) if type(outcome) is Transition else settle(ctx, outcome, now)
+            for ctx, outcome in outcomes
+        ]
         committed = self.loop.commit(batch, now)
         if committed is None:  # rolled back and handed back: this batch is over
             self._hand_back_all([])
@@ -555,7 +562,7 @@ class _Drive:
                 ids.extend(ctx.run.id for ctx in lane.todo)
                 lane.todo.clear()
                 if lane.current is not None:
-                    ids.append(lane.current[0].run.id)
+                    ids.append(lane.current.run.id)
         self.loop.hand_back(list(dict.fromkeys(ids)))
 
 
