@@ -11,7 +11,7 @@ from typing import Any
 
 from procflow.errors import EventError, ExprError
 from procflow.expr import evaluate_condition
-from procflow.model.ir import ConnectorManifest, EventSpec
+from procflow.model.ir import ConnectorManifest, EventSpec, Flow
 from procflow.runtime.catalog import event_retention
 from procflow.runtime.events import (
     Event,
@@ -35,7 +35,8 @@ def accept_event(host: RunHost, event: Event, by: str | None = None) -> dict[str
     delivery report ``{event_id, duplicate, resumed, started}`` (plus ``errors``: triggers
     whose guard could not be evaluated). ``by``: the user who sent it, recorded on the
     ``event.received`` of each run it resumes now."""
-    spec = event_spec(host, event.type)
+    flows = host.catalog.latest_flows(host.store.read())  # read once: the manifests, triggers
+    spec = event_spec(host, event.type, flows)
     check_payload(event.type, spec, event.data)
     keys = event_keys(spec, event.data)
     report: dict[str, Any] = {
@@ -43,12 +44,11 @@ def accept_event(host: RunHost, event: Event, by: str | None = None) -> dict[str
     }  # fmt: skip
     with host.store.tx() as tx:
         now = host.now()
-        tx.lock_key(event.type, keys)
-        if not tx.insert_event(event.id, event.type, keys, event.data, now):
+        if not tx.insert_event(event.id, event.type, keys, event.data, now):  # under the key's lock
             report["duplicate"] = True
             return report
         report["resumed"] = _deliver(host, tx, event, keys, now, by)
-        started, errors = _trigger(host, tx, event, now)
+        started, errors = _trigger(host, tx, event, now, flows)
         report["started"] = started
         if errors:
             report["errors"] = errors
@@ -59,13 +59,16 @@ def accept_event(host: RunHost, event: Event, by: str | None = None) -> dict[str
     return report
 
 
-def event_spec(host: RunHost, type_: str) -> EventSpec:
+def event_spec(host: RunHost, type_: str, flows: list[tuple[Flow, int]] | None = None) -> EventSpec:
     """The manifest's declaration of ``type_`` (``<connector>.<event>``): from the deployed
-    flows' connectors first, then the project's and the installed/built-in ones."""
+    flows' connectors first (``flows``: the latest enabled flows, when already read), then the
+    project's and the installed/built-in ones."""
     connector, dot, name = type_.partition(".")
     if not dot or not connector or not name:
         raise EventError(f"event type [{type_}] is not <connector>.<event>")
-    manifest = _deployed_connector(host, connector)
+    if flows is None:
+        flows = host.catalog.latest_flows(host.store.read())
+    manifest = _deployed_connector(flows, connector)
     if manifest is None:
         from procflow.model.registry import ConnectorRegistry
 
@@ -90,8 +93,8 @@ def event_spec(host: RunHost, type_: str) -> EventSpec:
     return spec
 
 
-def _deployed_connector(host: RunHost, name: str) -> ConnectorManifest | None:
-    for flow, _version in host.catalog.latest_flows(host.store.read()):
+def _deployed_connector(flows: list[tuple[Flow, int]], name: str) -> ConnectorManifest | None:
+    for flow, _version in flows:
         if name in flow.connectors:
             return flow.connectors[name]
     return None
@@ -99,23 +102,18 @@ def _deployed_connector(host: RunHost, name: str) -> ConnectorManifest | None:
 
 def _deliver(host: RunHost, tx: Tx, event: Event, keys: str, now: int, by: str | None) -> list[str]:
     """Hand ``event`` to every token waiting on (type, keys), each wait consumed once."""
-    waits = tx.find_waits(event.type, keys)
-    if not waits:
-        return []
-    runs = {}
-    for run_id in sorted({run_id for _, run_id in waits}):  # runs first, in one order
-        run = tx.run_for_update(run_id)
-        if run is not None and run.status not in ENDED:
-            runs[run_id] = run
-    taken = tx.take_waits([t for t, run_id in waits if run_id in runs])
+    waits = tx.waiting_runs_for_update(event.type, keys)  # the runs locked first, in one order
+    runs: dict[str, RunRow] = {}
+    for _, run in waits:
+        if run.status not in ENDED:
+            runs.setdefault(run.id, run)  # one row per run, whatever the number of its waits
     resumed = []
-    for token_id, run_id in waits:
-        token = tx.token(token_id) if token_id in taken else None
-        if token is None:
+    for token_id, run in waits:
+        token = tx.take_waiting_token(token_id) if run.id in runs else None
+        if token is None:  # the run ended, or a timeout or another event took the wait first
             continue
-        run = runs[run_id]
-        _hand_event(tx, run, token, event, now, by)
-        resumed.append(run_id)
+        _hand_event(tx, runs[run.id], token, event, now, by)
+        resumed.append(run.id)
     return list(dict.fromkeys(resumed))
 
 
@@ -134,21 +132,17 @@ def _hand_event(
     )
     if run.status != RunStatus.FAILED:
         run.status = RunStatus.RUNNING
-    tx.update_tokens([token])
-    tx.delete_timers_of_tokens([token.id])
-    tx.insert_delivery(event.id, run.id)
-    tx.append_history(run.id, [entry])
-    tx.save_run(run, None, None)
+    tx.deliver_to_token(event.id, run, token, entry)
 
 
 def _trigger(
-    host: RunHost, tx: Tx, event: Event, now: int
+    host: RunHost, tx: Tx, event: Event, now: int, flows: list[tuple[Flow, int]]
 ) -> tuple[list[str], list[dict[str, str]]]:
-    """Start one run of every enabled flow triggered by this event type whose guard holds
-    (at most one per flow and event id, even if the event is delivered again)."""
+    """Start one run of every enabled flow (of ``flows``) triggered by this event type whose
+    guard holds (at most one per flow and event id, even if the event is delivered again)."""
     started: list[str] = []
     errors: list[dict[str, str]] = []
-    for flow, version_id in host.catalog.latest_flows(tx):
+    for flow, version_id in flows:
         trigger = flow.trigger
         if trigger is None or trigger.event != event.type:
             continue

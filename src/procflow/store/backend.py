@@ -2,9 +2,10 @@
 
 The queries (``procflow.store.queries``) are written once, with ``?`` placeholders, and hold no
 dialect test: where PostgreSQL and SQLite need different SQL, they ask the backend, which is
-either a SQL fragment (``for_update``, ``skip_locked``) or an operation (``batch``,
-``advisory_lock``, ``notify``). The backend also owns the connection, the schema scripts, how
-a conflict is recognised and how an idle worker waits for a wake-up.
+either a SQL fragment (``for_update``, ``skip_locked``, ``key_lock``), an operation (``batch``,
+``advisory_lock``, ``notify``) or what the SQL may do (``writes_in_with``). The backend also
+owns the connection, the schema scripts, how a transaction ends, how a conflict is recognised
+and how an idle worker waits for a wake-up.
 """
 
 from __future__ import annotations
@@ -36,6 +37,15 @@ class Backend(Protocol):
     (concurrent claimers pass each other instead of queueing)."""
     idle_poll_seconds: float
     """How long an idle worker may sleep before looking for work again without a wake-up."""
+    key_lock: str
+    """A SQL expression of one parameter, the key, that takes ``advisory_lock(key, wide=True)``
+    inside the statement it is part of (so the lock costs no round trip of its own); empty
+    where that lock is a no-op."""
+    writes_in_with: bool
+    """Whether a ``WITH`` clause may hold ``INSERT``, ``UPDATE`` and ``DELETE`` (PostgreSQL's
+    data-modifying CTEs): several writes, or a write and a read after it, then go to the
+    database as one statement, one round trip. Where a statement costs no round trip (SQLite,
+    in the process) they go one by one."""
 
     def batch(
         self,
@@ -56,7 +66,16 @@ class Backend(Protocol):
         ...
 
     def notify(self) -> None:
-        """Wake idle workers when the current transaction commits."""
+        """Wake idle workers when the current transaction commits (outside a transaction: at
+        once)."""
+        ...
+
+    def commit(self) -> None:
+        """Commit the open transaction (and send the wake-up :meth:`notify` asked for)."""
+        ...
+
+    def rollback(self) -> None:
+        """Roll the open transaction back (and forget the wake-up :meth:`notify` asked for)."""
         ...
 
     def is_conflict(self, exc: BaseException) -> bool:

@@ -30,6 +30,8 @@ class SqliteBackend:
     for_update = ""
     skip_locked = ""
     idle_poll_seconds = 1.0
+    key_lock = ""  # BEGIN IMMEDIATE already made the transaction the only writer
+    writes_in_with = False  # SQLite has no data-modifying CTEs (nor round trips to save)
 
     def __init__(self, url: StoreUrl, *, create: bool = True) -> None:
         """Open the database ``url`` names; without ``create``, only one that holds a store
@@ -76,6 +78,12 @@ class SqliteBackend:
 
     def notify(self) -> None:
         pass  # nothing to send: idle workers poll (idle_poll_seconds)
+
+    def commit(self) -> None:
+        self.conn.execute("COMMIT")
+
+    def rollback(self) -> None:
+        self.conn.execute("ROLLBACK")
 
     def is_conflict(self, exc: BaseException) -> bool:
         return False  # one writer at a time: no deadlock to break

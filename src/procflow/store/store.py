@@ -94,7 +94,7 @@ class Store:
         try:
             yield self._queries
         except BaseException as exc:
-            self.conn.execute("ROLLBACK")
+            self.backend.rollback()
             if self.backend.is_conflict(exc):
                 raise StoreConflict(
                     "a concurrent change to the same run or record conflicted with this one; "
@@ -102,7 +102,7 @@ class Store:
                 ) from exc
             raise
         else:
-            self.conn.execute("COMMIT")
+            self.backend.commit()
         finally:
             self._tx_depth = 0
 

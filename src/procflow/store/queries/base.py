@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from procflow.states import ENDED, RunStatus
@@ -19,6 +20,18 @@ class Queries:
     c: Any
     b: Backend
 
+    def write_together(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        """Run writes whose results nobody reads, that are independent of each other (none
+        reads or writes a row another writes): one statement where the backend takes writes in
+        ``WITH`` (every write but the last a clause of it, all seeing the same snapshot), else
+        one by one."""
+        if not self.b.writes_in_with:
+            for sql, params in statements:
+                self.c.execute(sql, params)
+            return
+        chained = _with_chain(tuple(sql for sql, _ in statements))
+        self.c.execute(chained, [value for _, params in statements for value in params])
+
 
 def sql_strings(values: Iterable[str]) -> str:
     """``'a','b'``: SQL string literals for an ``IN (...)`` list of our own constants."""
@@ -34,3 +47,12 @@ LIVE_SQL = sql_strings(set(RunStatus) - ENDED)
 def marks(count: int) -> str:
     """``?,?,?``: the placeholders of an ``IN (...)`` list of ``count`` values."""
     return ",".join("?" * count)
+
+
+@lru_cache(maxsize=64)
+def _with_chain(statements: tuple[str, ...]) -> str:
+    """``WITH w0 AS (s0), w1 AS (s1) s2``: the statements as one (parameters stay in order)."""
+    *first, last = statements
+    if not first:
+        return last
+    return "WITH " + ", ".join(f"w{i} AS ({sql})" for i, sql in enumerate(first)) + " " + last

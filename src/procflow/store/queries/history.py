@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from procflow.store.codec import loads, none_or_dumps
 from procflow.store.queries.base import Queries
 from procflow.store.rows import HistoryRow
 
-_INSERT = (
+INSERT_HISTORY = (
     "INSERT INTO history(run_id, seq, at, type, step, path, attempt, data) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
@@ -19,16 +20,21 @@ _INSERT_ARRAYS = (
 )
 
 
+def history_values(run_id: str, h: HistoryRow) -> tuple[Any, ...]:
+    """The parameters of :data:`INSERT_HISTORY` for the entry ``h`` of run ``run_id``."""
+    return (run_id, h.seq, h.at, h.type, h.step, h.path, h.attempt, none_or_dumps(h.data))
+
+
 class HistoryQueries(Queries):
     def append_history(self, run_id: str, entries: Sequence[HistoryRow]) -> None:
         self.append_history_many([(run_id, h) for h in entries])
 
     def append_history_many(self, rows: Sequence[tuple[str, HistoryRow]]) -> None:
-        values = [
+        values = [  # history_values(), inlined: this runs for every entry the worker writes
             (run_id, h.seq, h.at, h.type, h.step, h.path, h.attempt, none_or_dumps(h.data))
             for run_id, h in rows
         ]
-        self.b.batch(_INSERT, _INSERT_ARRAYS, values)
+        self.b.batch(INSERT_HISTORY, _INSERT_ARRAYS, values)
 
     def history(self, run_id: str) -> list[HistoryRow]:
         rows = self.c.execute(

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from procflow.store.queries.base import Queries
 from procflow.store.rows import TimerRow
 
-_DELETE_OF_TOKEN = "DELETE FROM timers WHERE token_id=?"
+DELETE_TIMERS_OF_TOKEN = "DELETE FROM timers WHERE token_id=?"
 _DELETE_OF_TOKENS = "DELETE FROM timers WHERE token_id = ANY(?::bigint[])"
 _DELETE = "DELETE FROM timers WHERE id=?"
 _DELETE_ARRAY = "DELETE FROM timers WHERE id = ANY(?::bigint[])"
@@ -21,7 +21,7 @@ class TimerQueries(Queries):
         )
 
     def delete_timers_of_tokens(self, token_ids: Sequence[int]) -> None:
-        self.b.batch(_DELETE_OF_TOKEN, _DELETE_OF_TOKENS, [(i,) for i in token_ids])
+        self.b.batch(DELETE_TIMERS_OF_TOKEN, _DELETE_OF_TOKENS, [(i,) for i in token_ids])
 
     def delete_run_timers(self, run_id: str) -> None:
         self.c.execute("DELETE FROM timers WHERE run_id=?", (run_id,))

@@ -5,6 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from procflow.store.queries.base import Queries
+from procflow.store.queries.runs import RUN_COLS, run_row
+from procflow.store.queries.tokens import TOKEN_COLS, token_row
+from procflow.store.rows import RunRow, TokenRow
+
+_RUN_COLS_R = ", ".join(f"r.{column.strip()}" for column in RUN_COLS.split(","))
+_TOKEN = f"SELECT {TOKEN_COLS} FROM tokens WHERE id="
+_TAKE_TOKEN = (
+    "WITH taken AS (DELETE FROM waits WHERE token_id=? RETURNING token_id) "
+    f"{_TOKEN}(SELECT token_id FROM taken)"
+)
 
 
 class WaitQueries(Queries):
@@ -16,14 +26,20 @@ class WaitQueries(Queries):
             rows,
         )
 
-    def find_waits(self, type_: str, keys: str) -> list[tuple[int, str]]:
-        """(token_id, run_id) of the waits on (type, keys): an indexed lookup, whatever the
-        number of waiting runs."""
+    def waiting_runs_for_update(self, type_: str, keys: str) -> list[tuple[int, RunRow]]:
+        """(token_id, run) of the waits on (type, keys), in token order: an indexed lookup,
+        whatever the number of waiting runs. Each run is locked until commit as
+        :meth:`run_for_update` locks it (in run id order, so two of these never deadlock), in
+        the same statement. The waits are as they were before the locks were had, so
+        :meth:`take_waiting_token` confirms them."""
+        # Only the runs (OF r): a wait is taken afterwards, under its run's lock.
+        lock = f"{self.b.for_update} OF r" if self.b.for_update else ""
         rows = self.c.execute(
-            "SELECT token_id, run_id FROM waits WHERE type=? AND keys=? ORDER BY token_id",
+            f"SELECT w.token_id, {_RUN_COLS_R} FROM waits w JOIN runs r ON r.id=w.run_id "
+            f"WHERE w.type=? AND w.keys=? ORDER BY r.id, w.token_id{lock}",
             (type_, keys),
         ).fetchall()
-        return [(int(t), r) for t, r in rows]
+        return sorted(((int(row[0]), run_row(row[1:])) for row in rows), key=lambda f: f[0])
 
     def find_record_waits(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[int, str]]:
         """(token_id, run_id) of the record waits on any of the (type, keys) ``pairs``: one
@@ -49,6 +65,17 @@ class WaitQueries(Queries):
             if row is not None:
                 taken.add(int(row[0]))
         return taken
+
+    def take_waiting_token(self, token_id: int) -> TokenRow | None:
+        """Consume the token's wait (as :meth:`take_waits`); the token as it is now if its wait
+        was still there, else None. One statement where writes go in ``WITH``."""
+        if self.b.writes_in_with:
+            row = self.c.execute(_TAKE_TOKEN, (token_id,)).fetchone()
+        elif self.take_waits([token_id]):
+            row = self.c.execute(f"{_TOKEN}?", (token_id,)).fetchone()
+        else:
+            row = None
+        return None if row is None else token_row(row)
 
     def delete_waits_of_tokens(self, token_ids: Sequence[int]) -> None:
         self.c.executemany("DELETE FROM waits WHERE token_id=?", [(i,) for i in token_ids])

@@ -1,0 +1,159 @@
+"""What accepting an event costs in statements, and the wake-up sent with the commit.
+
+On PostgreSQL every statement is a round trip to another process, and on a loaded machine the
+round trips, not the SQL, are what an event costs: accepting one that resumes a waiting run
+takes eight (the deployed flows, BEGIN, the clock, the event stored under its key's lock, the
+waits with their runs locked, the wait taken with its token, the token's writes as one
+statement, NOTIFY with COMMIT). A wake-up asked for in a transaction goes with its COMMIT, so
+one rolled back is never sent, not even by the next transaction of the same store.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from procflow.runtime.engine import Engine
+from procflow.store.store import Store
+
+MANIFEST = """\
+connector: desk
+description: Decisions arriving from outside.
+events:
+  decided:
+    payload:
+      key: { type: string, required: true }
+    correlate_on: [key]
+"""
+FLOW = """\
+flow: awaiting
+inputs:
+  k: { type: string, required: true }
+steps:
+  - decision:
+      wait_for: desk.decided
+      match: { key: "{{ k }}" }
+      timeout: 1h
+output: "{{ decision.status }}"
+"""
+# The statements of an event that resumes one run (PostgreSQL; SQLite's run in the process).
+POSTGRESQL_BUDGET = 8
+
+
+class Counting:
+    """The store's connection, counting the statements sent through it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.sent: list[str] = []
+
+    def _send(self, method: str, sql: str, *args: Any) -> Any:
+        self.sent.append(sql)
+        return getattr(self.inner, method)(sql, *args)
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._send("execute", sql, params)
+
+    def execute_binary(self, sql: str, params: Sequence[Any]) -> Any:
+        return self._send("execute_binary", sql, params)
+
+    def executemany(self, sql: str, rows: Any) -> Any:
+        return self._send("executemany", sql, rows)
+
+    def executescript(self, script: str) -> Any:
+        return self._send("executescript", script)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@pytest.fixture
+def engine(tmp_path: Path, db_url: str, db_env: dict[str, str]) -> Iterator[Engine]:
+    project = tmp_path / "project"
+    (project / "connectors" / "desk").mkdir(parents=True)
+    (project / "connectors" / "desk" / "manifest.yaml").write_text(MANIFEST)
+    (project / "connectors" / "desk" / "__init__.py").write_text("")
+    (project / "awaiting.flow.yaml").write_text(FLOW)
+    eng = Engine.virtual(db_url, environ=dict(db_env))
+    try:
+        eng.deploy(str(project / "awaiting.flow.yaml"))
+        yield eng
+    finally:
+        eng.close()
+
+
+def counting(engine: Engine) -> Counting:
+    store = engine.store
+    spy = Counting(store.conn)
+    store.conn = store.backend.conn = store.read().c = spy
+    return spy
+
+
+def test_an_event_resumes_a_run_in_few_statements(engine: Engine, backend: str) -> None:
+    runs = [engine.start_flow("awaiting", {"k": key}) for key in ("a", "b")]
+    engine.work()
+    engine.send_event("desk.decided", {"key": "z"})  # the first also prunes old events (a minute)
+    spy = counting(engine)
+
+    got = engine.send_event("desk.decided", {"key": "a"}, "e-1")
+
+    assert got["resumed"] == [runs[0]]
+    if backend == "postgresql":
+        assert len(spy.sent) <= POSTGRESQL_BUDGET, "\n".join(sql[:70] for sql in spy.sent)
+    engine.work()
+    assert engine.show(runs[0])["status"] == "completed"
+    assert engine.show(runs[1])["status"] == "waiting"
+    # Each wait once: the same key again finds nobody, a repeated id does nothing.
+    assert engine.send_event("desk.decided", {"key": "a"}, "e-2")["resumed"] == []
+    assert engine.send_event("desk.decided", {"key": "b"}, "e-1")["duplicate"] is True
+    assert engine.show(runs[1])["status"] == "waiting"
+
+
+def woken(listener: Store, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if listener.wait_for_wakeup(left):
+            return True
+    return False
+
+
+@pytest.fixture
+def stores(db_url: str) -> Iterator[tuple[Store, Store]]:
+    listener, other = Store(db_url), Store(db_url)
+    try:
+        listener.ensure_ready()
+        listener.wait_for_wakeup(0.0)  # PostgreSQL: listening from here on
+        yield listener, other
+    finally:
+        other.close()
+        listener.close()
+
+
+def test_a_rolled_back_wake_up_is_not_sent_by_the_next_commit(
+    stores: tuple[Store, Store],
+) -> None:
+    listener, other = stores
+    with pytest.raises(RuntimeError), other.tx() as tx:
+        tx.notify()
+        raise RuntimeError("roll back")
+    with other.tx():
+        pass
+    assert woken(listener, 0.5) is False
+
+
+def test_a_wake_up_is_sent_with_the_commit_or_at_once_outside_a_transaction(
+    stores: tuple[Store, Store], backend: str
+) -> None:
+    listener, other = stores
+    sent = backend == "postgresql"  # SQLite has no notifications: its workers poll
+    patience = 5.0 if sent else 0.2
+    with other.tx() as tx:
+        tx.notify()
+        assert woken(listener, 0.3) is False  # not before the commit
+    assert woken(listener, patience) is sent
+    other.read().notify()
+    assert woken(listener, patience) is sent
