@@ -243,10 +243,11 @@ def settle(tr: Transition, rc: RunCtx) -> None:
         return
     if not rc.tokens and not tr.tokens_insert:
         return
-    live = [*rc.tokens.values(), *tr.tokens_insert]
-    run.status = (
-        RunStatus.RUNNING if any(t.state == TokenState.READY for t in live) else RunStatus.WAITING
-    )
+    for t in (*rc.tokens.values(), *tr.tokens_insert):  # a loop: this runs every transition
+        if t.state == TokenState.READY:
+            run.status = RunStatus.RUNNING
+            return
+    run.status = RunStatus.WAITING
 
 
 # --- decisions ----------------------------------------------------------------------------
@@ -463,9 +464,10 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 def _copy_record(record: dict[str, Any]) -> dict[str, Any]:
     """The delegate's own copy of the record (deep only where a value is mutable)."""
-    if all(type(v) in _SCALARS for v in record.values()):
-        return dict(record)
-    return copy.deepcopy(record)
+    for v in record.values():  # a loop, not all(<generator>): this runs every attempt
+        if type(v) not in _SCALARS:
+            return copy.deepcopy(record)
+    return dict(record)
 
 
 def failure_message(exc: BaseException) -> str:

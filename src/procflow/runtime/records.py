@@ -430,11 +430,17 @@ def record_json(entity: Entity, stored: Mapping[str, Any]) -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     for f in entity.fields:
-        out[f.name] = _json_value(f, stored.get(f.name))
+        value = stored.get(f.name)
+        # Text, floats, booleans and None are record JSON whatever the field's type: only
+        # others are looked at (this runs for every field of every step's record).
+        out[f.name] = value if type(value) in _AS_IS else _json_value(f, value)
     for rel in entity.relations:
         if rel.to_one:
             out[rel.name] = stored.get(rel.name)
     return out
+
+
+_AS_IS = frozenset({str, float, bool, type(None)})
 
 
 def _json_value(field: Field, value: Any) -> Any:
