@@ -10,8 +10,9 @@ one rolled back is never sent, not even by the next transaction of the same stor
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +158,72 @@ def test_a_wake_up_is_sent_with_the_commit_or_at_once_outside_a_transaction(
     assert woken(listener, patience) is sent
     other.read().notify()
     assert woken(listener, patience) is sent
+
+
+# --- the worker's own round trips ----------------------------------------------------------------
+
+
+def test_a_system_clock_is_read_from_the_machine_and_a_virtual_one_from_the_store(
+    db_url: str, db_env: dict[str, str]
+) -> None:
+    system = Engine(db_url, environ=dict(db_env))
+    try:
+        spy = counting(system)
+        before = time.time()
+        now = system.now()
+        assert before * 1_000_000 - 1 <= now <= time.time() * 1_000_000 + 1
+        assert system.now() >= now
+        assert len(spy.sent) <= 1  # the clock's kind, once for the engine's life
+        assert spy.sent[1:] == []
+    finally:
+        system.close()
+
+
+def test_a_virtual_clock_moved_by_another_process_is_seen_at_once(
+    engine: Engine, db_url: str, db_env: dict[str, str]
+) -> None:
+    start = engine.now()
+    other = Engine(db_url, environ=dict(db_env))
+    try:
+        other.advance("1h")
+    finally:
+        other.close()
+    assert engine.now() == start + 3_600_000_000
+
+
+def test_a_worker_that_claimed_all_there_was_waits_for_a_wake_up_instead_of_claiming_again(
+    engine: Engine, db_url: str, db_env: dict[str, str], backend: str
+) -> None:
+    """After a batch smaller than a full one, a PostgreSQL worker goes idle: whatever becomes
+    ready later sends a wake-up. SQLite has none, so its worker keeps looking."""
+    run = engine.start_flow("awaiting", {"k": "a"})
+    spy = counting(engine)
+    stop = threading.Event()
+    worker = threading.Thread(target=engine.work, kwargs={"until_idle": False, "stop": stop})
+    worker.start()
+    try:
+        assert eventually(lambda: engine.show(run)["status"] == "waiting")
+        sender = Engine(db_url, environ=dict(db_env))
+        try:
+            sender.send_event("desk.decided", {"key": "a"})
+        finally:
+            sender.close()
+        assert eventually(lambda: engine.show(run)["status"] == "completed")
+    finally:
+        stop.set()
+        worker.join(10)
+    claims = [sql for sql in spy.sent if sql.startswith("UPDATE runs SET lease_owner")]
+    if backend == "postgresql":
+        # The run claimed; one look once listening (work made ready before it); the run again.
+        assert len(claims) == 3, "\n".join(sql[:70] for sql in spy.sent)
+    else:
+        assert len(claims) >= 3
+
+
+def eventually(check: Callable[[], bool], seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True

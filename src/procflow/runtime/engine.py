@@ -63,6 +63,7 @@ class Engine:
         stop_timeout: str | None = None,
     ) -> None:
         self.environ = dict(os.environ if environ is None else environ)
+        self._clock_kind: str | None = None  # "virtual" or "system", once read (is_virtual)
         self.config = Config.from_environ(self.environ)
         self.url = url or self.config.database_url
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
@@ -125,10 +126,16 @@ class Engine:
 
     @property
     def is_virtual(self) -> bool:
-        return self.store.read().meta_get("clock") == "virtual"
+        # A store's clock kind is fixed when the store is made (``db init``, Engine.virtual on
+        # an empty one): read once, not in every transaction (a round trip on PostgreSQL).
+        if self._clock_kind is None:
+            self._clock_kind = self.store.read().meta_get("clock")
+        return self._clock_kind == "virtual"
 
     def now(self) -> int:
-        value = self.store.read().meta_get("clock_now")
+        if not self.is_virtual:
+            return system_now()
+        value = self.store.read().meta_get("clock_now")  # another process may move it
         return int(value) if value is not None else system_now()
 
     def set_clock(self, target: int) -> None:

@@ -81,6 +81,7 @@ class WorkLoop:
         self._held: set[str] = set()
         self._held_lock = threading.Lock()
         self.transitions = 0  # committed by this loop, whichever driver thread committed them
+        self.claim_was_full = False  # the last claim took a full batch: there may be more
 
     def close(self) -> None:
         if self.slots is not None:
@@ -131,21 +132,22 @@ class WorkLoop:
                 backoff = min(backoff * 2, BACKOFF_MAX)
                 continue
             backoff = BACKOFF_FIRST
-            if done:
+            if done and (until_idle or self.claim_was_full or not self.store.notifies):
                 continue
             if until_idle:
                 return
+            # Nothing more was claimable when this batch was claimed, and whatever has become
+            # ready since sent a wake-up (starts, events, retries, hand-backs, timers armed):
+            # waiting for it saves a claim that would find nothing (5 round trips).
             self.idle(stop)
 
     def idle(self, stop: threading.Event | None) -> None:
         """Wait until the next due time, the earliest lease expiry (a dead worker's runs are
         taken over then), a wake-up from another process, or the fallback interval."""
-        reader = self.store.read()
         wait = self.store.idle_poll_seconds  # the longest an idle worker sleeps before looking
-        due = reader.next_due()
+        due, expiry = self.store.read().next_wake_times()
         if due is not None and not self.is_virtual():
             wait = min(wait, max(0.0, (due - system_now()) / 1_000_000))
-        expiry = reader.next_lease_expiry()
         if expiry is not None:
             wait = min(wait, max(0.0, (expiry - system_now()) / 1_000_000 + 0.01))
         self.store.wait_for_wakeup(wait, stop)
@@ -163,6 +165,8 @@ class WorkLoop:
             claimed = tx.claim_runs(self.lease.owner, wall, self.lease.until(wall), self.batch)
             tokens = tx.tokens_of_runs([r.id for r in claimed])
             records = _records_of(tx, claimed)
+        # Were there more claimable runs (or due timers) than one batch takes?
+        self.claim_was_full = len(claimed) >= self.batch or fired >= self.batch
         if not claimed:
             return fired
         log.debug("claimed %d runs", len(claimed), extra={"worker": self.lease.owner})
@@ -240,6 +244,7 @@ class WorkLoop:
         if run_ids:
             with self.store.tx() as tx:
                 tx.release_leases(self.lease.owner, run_ids)
+                tx.notify()  # they are ready: whoever is idle, this worker included, claims them
 
     def heartbeat(self, stop: threading.Event, url: str) -> threading.Thread:
         """Renew the leases of runs this worker holds while attempts run."""

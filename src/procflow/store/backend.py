@@ -36,6 +36,9 @@ class Backend(Protocol):
     """Appended to a ``SELECT``: lock the rows read, skipping those another transaction holds
     (concurrent claimers pass each other instead of queueing)."""
     idle_poll_seconds: float
+    notifies: bool
+    """Whether :meth:`notify` reaches idle workers in other sessions (PostgreSQL's ``NOTIFY``):
+    a worker then need not look for work it would be woken for."""
     """How long an idle worker may sleep before looking for work again without a wake-up."""
     key_lock: str
     """A SQL expression of one parameter, the key, that takes ``advisory_lock(key, wide=True)``

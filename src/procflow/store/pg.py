@@ -175,6 +175,7 @@ class PostgresBackend:
     skip_locked = " FOR UPDATE SKIP LOCKED"
     # NOTIFY wakes idle workers at once; the poll only bounds the damage of a lost wake-up.
     idle_poll_seconds = 5.0
+    notifies = True
     key_lock = "pg_advisory_xact_lock(hashtextextended(?, 0))"
     writes_in_with = True
 

@@ -30,6 +30,7 @@ class SqliteBackend:
     for_update = ""
     skip_locked = ""
     idle_poll_seconds = 1.0
+    notifies = False
     key_lock = ""  # BEGIN IMMEDIATE already made the transaction the only writer
     writes_in_with = False  # SQLite has no data-modifying CTEs (nor round trips to save)
 

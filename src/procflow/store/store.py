@@ -120,6 +120,11 @@ class Store:
         return isinstance(exc, (StoreError, OSError)) or self.backend.is_unavailable(exc)
 
     @property
+    def notifies(self) -> bool:
+        """Whether a commit's wake-up reaches idle workers of other sessions."""
+        return self.backend.notifies
+
+    @property
     def idle_poll_seconds(self) -> float:
         """How long an idle worker may sleep without a wake-up before it looks for work again:
         1 s on SQLite (no notifications: the bound on noticing another process's work), 5 s on

@@ -107,12 +107,18 @@ class LeaseQueries(Queries):
         ).fetchone()
         return (None, None) if row is None else (row[0], row[1])
 
-    def next_lease_expiry(self) -> int | None:
-        """When the first lease on ready work runs out (a crashed worker's runs come back)."""
+    def next_wake_times(self) -> tuple[int | None, int | None]:
+        """(the next timer's due time, the first lease expiry on ready work): what an idle
+        worker waits for, in one statement."""
         row = self.c.execute(
-            "SELECT min(lease_until) FROM runs WHERE status='running' AND lease_until IS NOT NULL"
+            "SELECT (SELECT min(due_at) FROM timers), (SELECT min(lease_until) FROM runs "
+            "WHERE status='running' AND lease_until IS NOT NULL)"
         ).fetchone()
-        return None if row is None or row[0] is None else int(row[0])
+        due, expiry = (None, None) if row is None else row
+        return (
+            None if due is None else int(due),
+            None if expiry is None else int(expiry),
+        )
 
     def has_ready_runs(self, now: int) -> bool:
         row = self.c.execute(
