@@ -61,7 +61,7 @@ SETTINGS: dict[str, Setting] = {
         Setting("PROCFLOW_LEASE_SECONDS", "30", "how long a worker holds a claimed run"),
         Setting("PROCFLOW_STEP_TIMEOUT", "5m", "the longest an attempt may run (a duration)"),
         Setting("PROCFLOW_STOP_TIMEOUT", "30s", "how long a graceful stop waits (a duration)"),
-        Setting("PROCFLOW_SLOTS", "4", "threads a worker advances runs on"),
+        Setting("PROCFLOW_SLOTS", "4", "threads a worker moves slow attempts' queued runs to"),
         Setting(
             "PROCFLOW_MAX_FILE_SIZE", "10MiB", "the largest definition file read (bytes, KiB, MiB)"
         ),

@@ -90,7 +90,8 @@ def worker_options(command: F) -> F:
             default=slots.default,
             show_default=True,
             show_envvar=True,
-            help="Threads attempts run on: a call that blocks holds one slot, never the worker.",
+            help="Threads the runs queued behind a slow attempt move to: a call that blocks "
+            "holds one thread, never the worker.",
         ),
         click.option(
             "--step-timeout",
