@@ -40,10 +40,6 @@ def token_values(t: TokenRow) -> tuple[Any, ...]:
 
 
 class TokenQueries(Queries):
-    def token(self, token_id: int) -> TokenRow | None:
-        row = self.c.execute(f"SELECT {TOKEN_COLS} FROM tokens WHERE id=?", (token_id,)).fetchone()
-        return None if row is None else token_row(row)
-
     def tokens(self, run_id: str) -> list[TokenRow]:
         rows = self.c.execute(
             f"SELECT {TOKEN_COLS} FROM tokens WHERE run_id=? ORDER BY id", (run_id,)
