@@ -227,3 +227,15 @@ def eventually(check: Callable[[], bool], seconds: float = 20.0) -> bool:
             return False
         time.sleep(0.02)
     return True
+
+
+def test_a_claim_with_no_timer_due_is_one_statement_without_a_transaction(engine: Engine) -> None:
+    run = engine.start_flow("awaiting", {"k": "a"})
+    spy = counting(engine)
+    engine.work()
+    assert engine.show(run)["status"] == "waiting"
+    first_claim = next(
+        i for i, sql in enumerate(spy.sent) if sql.startswith("UPDATE runs SET lease")
+    )
+    assert spy.sent[first_claim - 1].startswith("SELECT 1 FROM timers WHERE due_at")
+    assert not any(sql.startswith("BEGIN") for sql in spy.sent[:first_claim])

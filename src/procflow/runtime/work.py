@@ -8,8 +8,9 @@ deadline is abandoned to its thread and fails as a timeout, and the other runs g
 
 Threads: a *driver* claims a batch, makes its attempts and commits them, all on one thread (a
 batch handed between threads every round costs CPU in cache misses); the caller's thread is its
-:class:`_Watchdog`. Runs queued behind a slow attempt go to the slot threads
-(``runtime/slots.py``). When the driver's own call hangs, a new driver takes the batch over.
+:class:`Watchdog` (``runtime/watchdog.py``). Runs queued behind a slow attempt go to the slot
+threads (``runtime/slots.py``). When the driver's own call hangs, a new driver takes the batch
+over.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from procflow.runtime.host import RunHost
 from procflow.runtime.slots import Lane, Slots
 from procflow.runtime.timers import fire_due_timers
 from procflow.runtime.transition import Transition
+from procflow.runtime.watchdog import SLOW_SECONDS, Hijacked, Watchdog
 from procflow.states import RunStatus
-from procflow.store.rows import RunRow
+from procflow.store.rows import RunRow, TokenRow
 from procflow.store.store import Store, Tx
 
 __all__ = ["WorkLoop"]
@@ -42,10 +44,6 @@ log = logging.getLogger("procflow.worker")
 # How long the loop waits for more outcomes once the first of a round is in, so that a round's
 # commits stay grouped while a slow attempt does not hold back the others' commits.
 LINGER_SECONDS = 0.05
-# An attempt running longer than this has the runs queued behind it moved to another slot.
-SLOW_SECONDS = 0.02
-# How often an idle watchdog looks whether its driver thread has finished (it is woken sooner).
-IDLE_WATCH_SECONDS = 1.0
 # Back-off after an infrastructure error (the store unreachable): doubling up to the maximum.
 BACKOFF_FIRST, BACKOFF_MAX = 0.5, 30.0
 
@@ -83,6 +81,10 @@ class WorkLoop:
         self.transitions = 0  # committed by this loop, whichever driver thread committed them
         self.claim_was_full = False  # the last claim took a full batch: there may be more
 
+    def adopt_driver_thread(self) -> None:
+        """The calling thread drives this loop from now on (see ``Advancer.adopt_thread``)."""
+        self.advancer.adopt_thread()
+
     def close(self) -> None:
         if self.slots is not None:
             self.slots.close()
@@ -94,21 +96,21 @@ class WorkLoop:
         ``until_idle``: return once nothing is due now. Otherwise wait for the next due time or
         a wake-up, and go on until ``stop`` is set. An infrastructure error (the store does not
         answer) hands the runs back and backs off; it never ends the loop unless ``until_idle``.
-        The loop runs on a driver thread this thread watches (:class:`_Watchdog`); an in-memory
+        The loop runs on a driver thread this thread watches (:class:`Watchdog`); an in-memory
         store has one connection only, and its loop runs here, unwatched.
         """
         before = self.transitions
         if self.slots is None:
             self.drive_loop(until_idle, stop)
         else:
-            _Watchdog(self, until_idle, stop).run()
+            Watchdog(self, until_idle, stop).run()
         return self.transitions - before
 
     def drive_loop(
         self,
         until_idle: bool,
         stop: threading.Event | None,
-        watchdog: _Watchdog | None = None,
+        watchdog: Watchdog | None = None,
         resume: _Drive | None = None,
     ) -> None:
         """The loop itself, on the driver thread: batch after batch (the first one ``resume``,
@@ -153,18 +155,14 @@ class WorkLoop:
         self.store.wait_for_wakeup(wait, stop)
 
     def work_batch(
-        self, stop: threading.Event | None = None, watchdog: _Watchdog | None = None
+        self, stop: threading.Event | None = None, watchdog: Watchdog | None = None
     ) -> int:
         """Claim a batch and run it until every run in it waits or ends; returns transitions
         (and timers fired). With a ``watchdog``, attempts run on this thread while it watches;
         without one, on the slots."""
         now = self.host.now()
         wall = system_now()
-        with self.store.tx() as tx:
-            fired = fire_due_timers(self.host, tx, now, wall, self.batch)
-            claimed = tx.claim_runs(self.lease.owner, wall, self.lease.until(wall), self.batch)
-            tokens = tx.tokens_of_runs([r.id for r in claimed])
-            records = _records_of(tx, claimed)
+        fired, claimed, tokens, records = self._claim(now, wall)
         # Were there more claimable runs (or due timers) than one batch takes?
         self.claim_was_full = len(claimed) >= self.batch or fired >= self.batch
         if not claimed:
@@ -181,6 +179,26 @@ class WorkLoop:
             drive.release_held()
             raise
         return fired + drive.run(started)
+
+    def _claim(
+        self, now: int, wall: int
+    ) -> tuple[int, list[RunRow], list[TokenRow], dict[tuple[str, int], dict[str, Any]]]:
+        """Fire due timers, then lease up to a batch of runs with ready work: (timers fired,
+        the runs, their tokens, their trigger records)."""
+        until, reader = self.lease.until(wall), self.store.read()
+        if not reader.has_due_timer(now):
+            # Nothing to fire: the claim is one statement, atomic on its own, and needs no
+            # transaction around it (BEGIN and COMMIT are two round trips on PostgreSQL).
+            claimed = reader.claim_runs(self.lease.owner, wall, until, self.batch)
+            if not claimed:
+                return 0, [], [], {}
+            tokens = reader.tokens_of_runs([r.id for r in claimed])
+            return 0, claimed, tokens, _records_of(reader, claimed)
+        with self.store.tx() as tx:
+            fired = fire_due_timers(self.host, tx, now, wall, self.batch)
+            claimed = tx.claim_runs(self.lease.owner, wall, until, self.batch)
+            tokens = tx.tokens_of_runs([r.id for r in claimed])
+            return fired, claimed, tokens, _records_of(tx, claimed)
 
     def commit(self, batch: list[Step], now: int) -> list[Step] | None:
         """Commit ``batch``; returns the steps committed (None: the store rolled the batch back
@@ -285,99 +303,6 @@ class WorkLoop:
             self._held.discard(run_id)
 
 
-class _Hijacked(BaseException):
-    """Ends a driver thread whose attempt overran: another driver has taken its batch over.
-    A BaseException, so that nothing on the way up mistakes it for a failure."""
-
-
-class _Watchdog:
-    """Watches the attempts a driver thread makes: runs queued behind a slow one go to the
-    slots, and when one overruns its deadline (or a graceful stop's), the batch goes on on a
-    new driver thread, the hung one left with its call. The loop's thread only waits here, so a
-    batch is claimed, advanced and committed on one thread (and mostly one core)."""
-
-    def __init__(self, loop: WorkLoop, until_idle: bool, stop: threading.Event | None) -> None:
-        self.loop = loop
-        self.until_idle = until_idle
-        self.stop = stop
-        self.inline: tuple[_Drive, Lane[Ctx, Outcome]] | None = None
-        self.lanes_started = 0  # inline lanes so far: while it grows, the watchdog polls
-        self.awake = False
-        self.changed = threading.Event()  # the driver started work, or finished
-        self.finished = False
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        self._start_driver(None, None)
-        seen = -1
-        while not self.finished:
-            if self.inline is None and self.lanes_started == seen:
-                self._doze(seen)
-                continue
-            # Busy: look every SLOW_SECONDS rather than at each lane, which would cost the
-            # driver a thread switch per round.
-            seen = self.lanes_started
-            if self.changed.wait(SLOW_SECONDS):
-                self.changed.clear()
-            self._check(time.monotonic())
-
-    def _doze(self, seen: int) -> None:
-        """No lane started since the last look: wait to be woken by the next one."""
-        self.awake = False  # from here on, the next lane wakes this thread
-        if self.inline is None and self.lanes_started == seen and not self.finished:
-            self.changed.wait(IDLE_WATCH_SECONDS)
-        self.changed.clear()
-        self.awake = True
-
-    def running(self, drive: _Drive, lane: Lane[Ctx, Outcome] | None) -> None:
-        """The driver runs ``lane`` now (None: it ran it to the end)."""
-        if lane is None:
-            self.inline = None
-            return
-        self.inline = (drive, lane)
-        self.lanes_started += 1
-        if not self.awake:
-            self.changed.set()
-
-    def _check(self, moment: float) -> None:
-        entry = self.inline
-        if entry is None:
-            return
-        drive, lane = entry
-        if lane.finished.is_set():
-            return
-        taken = lane.abandon_if_overran(moment)
-        if taken is not None:
-            self._start_driver(drive, (lane, *taken))
-            return
-        drive.spread_from(lane, moment)
-        if drive.stop_deadline_passed(moment) and lane.abandon_in_flight():
-            self._start_driver(drive, None)  # it hands the batch back
-
-    def _start_driver(self, drive: _Drive | None, overran: _Overran | None) -> None:
-        self.inline = None
-        thread = threading.Thread(
-            target=self._drive, args=(drive, overran), name="procflow-driver", daemon=True
-        )
-        thread.start()
-
-    def _drive(self, drive: _Drive | None, overran: _Overran | None) -> None:
-        try:
-            self.loop.advancer.adopt_thread()
-            if drive is not None and overran is not None:
-                drive.take_over(*overran)
-            self.loop.drive_loop(self.until_idle, self.stop, self, drive)
-        except _Hijacked:
-            return  # this thread's attempt overran; the batch went on without it
-        except BaseException as exc:  # the caller's, to raise on its own thread
-            self.error = exc
-        self.finished = True
-        self.changed.set()
-
-
-_Overran = tuple[Lane[Ctx, Outcome], Ctx, list[Ctx], float]  # the lane, its run, the rest, limit
-
-
 class _Drive:
     """One claimed batch, advanced until every run in it waits, ends, or is handed back.
 
@@ -390,7 +315,7 @@ class _Drive:
         now: int,
         stop: threading.Event | None,
         held: list[str],
-        watchdog: _Watchdog | None,
+        watchdog: Watchdog | None,
     ) -> None:
         self.loop = loop
         self.now = now
@@ -428,7 +353,7 @@ class _Drive:
                 if self.stop_by is not None and time.monotonic() >= self.stop_by:
                     self._hand_back_all(ready)
                     break
-        except _Hijacked:
+        except Hijacked:
             raise  # the batch is another driver's now: it releases the runs
         except BaseException:
             self.release_held()
@@ -467,7 +392,7 @@ class _Drive:
             self.watchdog.running(self, lane)
             lane.run()
             if lane.abandoned:  # overran, or a graceful stop ran out: the batch went on
-                raise _Hijacked
+                raise Hijacked
             self.watchdog.running(self, None)
         else:
             self.loop.slots.start(lane)

@@ -26,6 +26,13 @@ class TimerQueries(Queries):
     def delete_run_timers(self, run_id: str) -> None:
         self.c.execute("DELETE FROM timers WHERE run_id=?", (run_id,))
 
+    def has_due_timer(self, now: int) -> bool:
+        """Whether any timer is due by ``now`` (one probe of the due-time index)."""
+        return (
+            self.c.execute("SELECT 1 FROM timers WHERE due_at<=? LIMIT 1", (now,)).fetchone()
+            is not None
+        )
+
     def due_timers_free(self, now: int, wall: int, limit: int) -> list[TimerRow]:
         """Timers due by the engine clock ``now`` of runs no live worker holds (leases run on
         the wall clock ``wall``, so a frozen virtual clock never freezes a lease), oldest first.
