@@ -297,10 +297,11 @@ class WorkLoop:
             if store is not None:
                 store.close()
 
-    def release(self, run_id: str) -> None:
-        """The loop is done with ``run_id`` (its attempt abandoned): renew its lease no more."""
+    def release(self, run_ids: list[str]) -> None:
+        """The loop is done with ``run_ids`` (their batch is over, or an attempt abandoned):
+        renew their leases no more."""
         with self._held_lock:
-            self._held.discard(run_id)
+            self._held.difference_update(run_ids)
 
 
 class _Drive:
@@ -341,7 +342,7 @@ class _Drive:
     def _rounds(self, ready: list[Ctx]) -> int:
         try:
             while True:
-                step_now = self.now if self.virtual else system_now()
+                step_now = self._step_now()
                 if self._stop_requested():  # attempts in flight may finish; none starts
                     self.loop.hand_back([ctx.run.id for ctx in ready])
                 elif ready:
@@ -362,8 +363,11 @@ class _Drive:
         return self.count
 
     def release_held(self) -> None:
-        with self.loop._held_lock:
-            self.loop._held.difference_update(self.held)
+        self.loop.release(self.held)
+
+    def _step_now(self) -> int:
+        """The engine time a step is made at: the batch's on a virtual clock, else now."""
+        return self.now if self.virtual else system_now()
 
     def _stop_requested(self) -> bool:
         if self.stop is None or not self.stop.is_set():
@@ -403,7 +407,7 @@ class _Drive:
         with self.lanes_lock:
             behind = lane.take_unbegun(SLOW_SECONDS, moment)
             if behind:
-                self._dispatch(behind, self.now if self.virtual else system_now())
+                self._dispatch(behind, self._step_now())
 
     def _collect(self, now: int) -> list[tuple[Ctx, Outcome]]:
         """Outcomes that are in: wait for every lane, or a little longer once the first is in,
@@ -455,8 +459,8 @@ class _Drive:
         with self.lanes_lock:
             self.lanes.remove(lane)
         self.replayed.extend(lane.results())  # what the lane finished before it hung
-        self.loop.release(ctx.run.id)
-        now = self.now if self.virtual else system_now()
+        self.loop.release([ctx.run.id])
+        now = self._step_now()
         self.replayed.append(self.loop.advancer.replay(ctx, now, limit))
         if left:
             self._dispatch(left, now)
