@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from procflow.runtime.engine import Engine
+from procflow.runtime.grouping import TxGroup
 from procflow.store.store import Store
 
 MANIFEST = """\
@@ -112,6 +113,57 @@ def test_an_event_resumes_a_run_in_few_statements(engine: Engine, backend: str) 
     assert engine.send_event("desk.decided", {"key": "a"}, "e-2")["resumed"] == []
     assert engine.send_event("desk.decided", {"key": "b"}, "e-1")["duplicate"] is True
     assert engine.show(runs[1])["status"] == "waiting"
+
+
+def test_events_sent_at_once_share_a_transaction_and_each_is_delivered_once(
+    engine: Engine, db_url: str, db_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Engines of one process sharing a :class:`TxGroup` (the request threads of ``procflow
+    serve``): the calls queued while a batch commits are the next batch, one transaction, and
+    each event is still accepted once, even the same event sent twice in the same batch."""
+    keys = [f"k{i}" for i in range(5)]
+    runs = {key: engine.start_flow("awaiting", {"k": key}) for key in keys}
+    engine.work()
+    sends = [(key, f"e-{key}") for key in keys] + [(keys[0], f"e-{keys[0]}")]  # one twice
+    batches: list[int] = []
+    lead = TxGroup._lead
+
+    def first_waits_for_the_rest(group: TxGroup, host: Any, batch: list[Any]) -> None:
+        deadline = time.monotonic() + 10
+        while not batches and len(group._queue) < len(sends) - 1:
+            assert time.monotonic() < deadline, "the other calls never queued"
+            time.sleep(0.001)
+        batches.append(len(batch))
+        lead(group, host, batch)
+
+    monkeypatch.setattr(TxGroup, "_lead", first_waits_for_the_rest)
+    group = TxGroup()
+    engines = [Engine(db_url, environ=dict(db_env)) for _ in sends]  # one per thread
+    reports: dict[int, dict[str, Any]] = {}
+    try:
+        for each in engines:
+            each.writes = group
+
+        def send(i: int) -> None:
+            key, event_id = sends[i]
+            reports[i] = engines[i].send_event("desk.decided", {"key": key}, event_id)
+
+        threads = [threading.Thread(target=send, args=(i,)) for i in range(len(sends))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(20)
+    finally:
+        for each in engines:
+            each.close()
+    assert batches == [1, len(sends) - 1]
+    twice = [reports[0], reports[len(sends) - 1]]
+    assert sorted(r["duplicate"] for r in twice) == [False, True]
+    assert sorted(r["resumed"] for r in twice) == [[], [runs[keys[0]]]]
+    for i, (key, _) in enumerate(sends[1:-1], start=1):
+        assert reports[i]["resumed"] == [runs[key]]
+    engine.work()
+    assert all(engine.show(run)["status"] == "completed" for run in runs.values())
 
 
 def woken(listener: Store, seconds: float) -> bool:

@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import json
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -781,3 +782,23 @@ def test_onboarding_example_end_to_end_with_the_click_as_a_signed_webhook(
             "event": {"message": ts, "approved": True, "user": "ada.lovelace"},
         }
         assert shown["ended_at"] == "2027-01-09T00:00:30Z"
+
+
+def test_the_request_threads_engines_share_their_transactions(
+    db_url: str, db_env: dict[str, str]
+) -> None:
+    """Each request thread has an engine (a connection) of its own, and events accepted at once
+    by several of them are committed together (``procflow.runtime.grouping``)."""
+    Engine.virtual(db_url, environ=dict(db_env)).close()
+    state = ServerState.of(db_url, None, db_env)
+    engines: list[Engine] = []
+    try:
+        for _ in range(2):
+            thread = threading.Thread(target=lambda: engines.append(state.engines.get()))
+            thread.start()
+            thread.join(10)
+        first, second = engines
+        assert first is not second and first.store is not second.store
+        assert first.writes is second.writes
+    finally:
+        state.engines.close()

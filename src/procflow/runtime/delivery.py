@@ -7,6 +7,7 @@ wait, resolved in the commit that parks it.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from procflow.errors import EventError, ExprError
@@ -29,26 +30,27 @@ from procflow.store.rows import HistoryRow, RunRow, TokenRow
 from procflow.store.store import Tx
 
 
-def accept_event(host: RunHost, event: Event, by: str | None = None) -> dict[str, Any]:
-    """Accept an event in one transaction: validate, store (a repeated id does nothing),
-    deliver it to every matching waiting run, start the flows it triggers. Returns the
-    delivery report ``{event_id, duplicate, resumed, started}`` (plus ``errors``: triggers
-    whose guard could not be evaluated). ``by``: the user who sent it, recorded on the
-    ``event.received`` of each run it resumes now."""
-    flows = host.catalog.latest_flows(host.store.read())  # read once: the manifests, triggers
-    spec = event_spec(host, event.type, flows)
-    check_payload(event.type, spec, event.data)
-    keys = event_keys(spec, event.data)
-    report: dict[str, Any] = {
-        "event_id": event.id, "duplicate": False, "resumed": [], "started": [],
-    }  # fmt: skip
-    with host.store.tx() as tx:
+@dataclass(frozen=True)
+class CheckedEvent:
+    """An event whose type and payload were checked, ready to be stored and delivered."""
+
+    event: Event
+    keys: str  # its correlation values
+    flows: list[tuple[Flow, int]]  # the latest enabled flows when it was checked: triggers
+    by: str | None
+
+    def deliver(self, host: RunHost, tx: Tx) -> dict[str, Any]:
+        """Store, deliver and trigger inside ``tx``; the delivery report."""
+        event = self.event
+        report: dict[str, Any] = {
+            "event_id": event.id, "duplicate": False, "resumed": [], "started": [],
+        }  # fmt: skip
         now = host.now()
-        if not tx.insert_event(event.id, event.type, keys, event.data, now):  # under the key's lock
+        if not tx.insert_event(event.id, event.type, self.keys, event.data, now):  # key locked
             report["duplicate"] = True
             return report
-        report["resumed"] = _deliver(host, tx, event, keys, now, by)
-        started, errors = _trigger(host, tx, event, now, flows)
+        report["resumed"] = _deliver(host, tx, event, self.keys, now, self.by)
+        started, errors = _trigger(host, tx, event, now, self.flows)
         report["started"] = started
         if errors:
             report["errors"] = errors
@@ -56,7 +58,15 @@ def accept_event(host: RunHost, event: Event, by: str | None = None) -> dict[str
             tx.prune_events(now - event_retention(tx))
         if report["resumed"] or started:
             tx.notify()
-    return report
+        return report
+
+
+def checked_event(host: RunHost, event: Event, by: str | None = None) -> CheckedEvent:
+    """``event`` checked against its manifest (an :class:`EventError` if it does not fit)."""
+    flows = host.catalog.latest_flows(host.store.read())  # read once: the manifests, triggers
+    spec = event_spec(host, event.type, flows)
+    check_payload(event.type, spec, event.data)
+    return CheckedEvent(event, event_keys(spec, event.data), flows, by)
 
 
 def event_spec(host: RunHost, type_: str, flows: list[tuple[Flow, int]] | None = None) -> EventSpec:

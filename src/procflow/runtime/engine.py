@@ -28,6 +28,7 @@ from procflow.runtime.commit import Committer, Lease
 from procflow.runtime.conflicts import retry_on_conflict
 from procflow.runtime.deploy import Deployed
 from procflow.runtime.events import Event, make_event
+from procflow.runtime.grouping import TxGroup
 from procflow.runtime.identity import ADMINISTRATOR, Actor, TokenTable, checked_name
 from procflow.runtime.inputs import check_inputs
 from procflow.runtime.intent import RunCtx
@@ -94,6 +95,9 @@ class Engine:
             stop_timeout=_seconds(stop_timeout or self.config.stop_timeout, "stop timeout"),
         )  # fmt: skip
         self.record_calls = RecordCalls(self)
+        # Short user calls of many threads share transactions through this (procflow serve
+        # gives its engines one group); alone, an engine's calls are batches of one.
+        self.writes = TxGroup()
 
     @classmethod
     def virtual(cls, path_or_url: str, **kwargs: Any) -> Self:
@@ -369,13 +373,19 @@ class Engine:
     def send_event(
         self, type_: str, data: Any = None, id_: str | None = None, *, user: str | None = None
     ) -> dict[str, Any]:
-        """Accept an event (see :func:`procflow.runtime.delivery.accept_event`)."""
+        """Accept an event (see :meth:`accept_event`)."""
         return self.accept_event(make_event(type_, data, id_), user=user)
 
     @retry_on_conflict
     def accept_event(self, event: Event, *, user: str | None = None) -> dict[str, Any]:
-        """``user``: who sent it, recorded on the ``event.received`` of the runs it resumes."""
-        return delivery.accept_event(self, event, checked_name(user))
+        """Accept an event in one transaction: check it against its manifest, store it (a
+        repeated id does nothing), deliver it to every matching waiting run, start the flows it
+        triggers. Returns the delivery report ``{event_id, duplicate, resumed, started}`` (plus
+        ``errors``: triggers whose guard could not be evaluated). ``user``: who sent it,
+        recorded on the ``event.received`` of the runs it resumes. Calls made at once by
+        several threads sharing :attr:`writes` are committed together (``runtime.grouping``)."""
+        accepted = delivery.checked_event(self, event, checked_name(user))
+        return self.writes.run(self, accepted.deliver)
 
     def event_spec(self, type_: str) -> EventSpec:
         return delivery.event_spec(self, type_)

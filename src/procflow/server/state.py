@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from procflow.config import Config
 from procflow.runtime.engine import Engine
+from procflow.runtime.grouping import TxGroup
 from procflow.runtime.identity import Actor, TokenTable
 from procflow.server.metrics import ProcessMetrics
 from procflow.server.problems import Problem
@@ -31,6 +32,7 @@ class Engines:
         self._local = threading.local()
         self._all: list[Engine] = []
         self._lock = threading.Lock()
+        self._writes = TxGroup()  # the request threads' user calls share transactions
 
     def get(self) -> Engine:
         engine: Engine | None = getattr(self._local, "engine", None)
@@ -38,6 +40,7 @@ class Engines:
             engine = Engine(
                 self.url, project_dir=self.project_dir, environ=self.environ, create=False
             )
+            engine.writes = self._writes
             self._local.engine = engine
             with self._lock:
                 self._all.append(engine)

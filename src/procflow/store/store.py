@@ -106,6 +106,11 @@ class Store:
         finally:
             self._tx_depth = 0
 
+    @property
+    def in_tx(self) -> bool:
+        """Whether a :meth:`tx` is open on this connection (a new one would join it)."""
+        return self._tx_depth > 0
+
     def read(self) -> Tx:
         """Queries outside a transaction (each statement sees the latest commit)."""
         return self._queries
