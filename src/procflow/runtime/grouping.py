@@ -37,20 +37,25 @@ class Grouped(Protocol):
 
 
 class _Call(Generic[_H, _T]):
-    __slots__ = ("done", "error", "value", "work")
+    __slots__ = ("done", "error", "leads", "value", "wake", "work")
 
     def __init__(self, work: Callable[[_H, Tx], _T]) -> None:
         self.work = work
-        self.done = False
+        self.done = False  # committed, or failed with ``error``
+        self.leads = False  # its thread is to lead the next batch
         self.value: _T | None = None
         self.error: BaseException | None = None
+        self.wake = threading.Event()  # set when done or when made the leader
 
 
 class TxGroup:
-    """Calls from many threads, each with its own store connection, committed in batches."""
+    """Calls from many threads, each with its own store connection, committed in batches.
+
+    Only the threads that have something to do are woken: the callers of a committed batch,
+    and the first queued caller, which leads the next one."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._queue: list[_Call[Any, Any]] = []
         self._leading = False
 
@@ -62,33 +67,35 @@ class TxGroup:
             with host.store.tx() as tx:
                 return work(host, tx)
         call: _Call[_H, _T] = _Call(work)
-        with self._cond:
+        with self._lock:
             self._queue.append(call)
+            if not self._leading:
+                self._leading = True
+                self._make_leader(call)
         try:
-            while True:
-                batch = self._wait_or_lead(call)
-                if batch is None:
-                    break
+            while (batch := self._wait(call)) is not None:
                 self._lead(host, batch)
         except BaseException:
-            with self._cond:  # this caller is gone: its call must not be done without it
-                if call in self._queue:
-                    self._queue.remove(call)
+            self._withdraw(call)
             raise
         if call.error is not None:
             raise call.error
         return call.value  # type: ignore[return-value]
 
-    def _wait_or_lead(self, call: _Call[_H, _T]) -> list[_Call[_H, _T]] | None:
+    def _wait(self, call: _Call[_H, _T]) -> list[_Call[_H, _T]] | None:
         """None once ``call`` is done; else the batch this thread now leads."""
-        with self._cond:
-            while self._leading and not call.done:
-                self._cond.wait()
+        call.wake.wait()
+        with self._lock:
+            call.wake.clear()
             if call.done:
                 return None
-            self._leading = True
+            call.leads = False
             batch, self._queue = self._queue, []
             return batch
+
+    def _make_leader(self, call: _Call[Any, Any]) -> None:
+        call.leads = True
+        call.wake.set()
 
     def _lead(self, host: _H, batch: list[_Call[_H, _T]]) -> None:
         failed: _Call[_H, _T] | None = None
@@ -109,14 +116,29 @@ class TxGroup:
             self._settle(batch, committed)
 
     def _settle(self, batch: list[_Call[_H, _T]], committed: bool) -> None:
-        with self._cond:
+        with self._lock:
             again = []
             for call in batch:
                 if committed or call.error is not None:
                     call.done = True
+                    call.wake.set()
                 else:
                     call.value = None
                     again.append(call)
             self._queue[:0] = again
+            self._next_leader()
+
+    def _next_leader(self) -> None:
+        if self._queue:
+            self._make_leader(self._queue[0])
+        else:
             self._leading = False
-            self._cond.notify_all()
+
+    def _withdraw(self, call: _Call[_H, _T]) -> None:
+        """The caller is gone (an interrupt): a call still queued is not done without it."""
+        with self._lock:
+            if call in self._queue:
+                self._queue.remove(call)
+                if call.leads:  # made the leader while leaving: hand it on
+                    call.leads = False
+                    self._next_leader()
