@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-from procflow.expr import format_timestamp, parse_timestamp
+from procflow.expr import parse_timestamp
 
 
 def system_now() -> int:
@@ -33,7 +33,17 @@ def micros(duration: timedelta) -> int:
 
 
 def iso(value: int | None) -> str | None:
-    return None if value is None else format_timestamp(to_datetime(value))
+    """``value`` as :func:`~procflow.expr.format_timestamp` writes it (``…Z``, milliseconds or
+    microseconds only when not zero), by the C ``isoformat``: lists print two per run."""
+    if value is None:
+        return None
+    text = (_EPOCH + timedelta(microseconds=value)).isoformat()  # naive: no "+00:00" to cut
+    if len(text) > 19 and text.endswith("000"):
+        text = text[:23]
+    return text + "Z"
+
+
+_EPOCH = datetime(1970, 1, 1)
 
 
 LATEST = (datetime.max.replace(tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(

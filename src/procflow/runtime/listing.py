@@ -193,7 +193,7 @@ def runs_page(
     check_limit(limit)
     if waiting is not None and waiting not in WAIT_KINDS:
         raise UsageError(f"a token waits for one of {', '.join(WAIT_KINDS)}, not [{waiting}]")
-    rows = reader.runs_before(status, name, before, limit + 1, waiting)
+    rows = reader.run_summaries_before(status, name, before, limit + 1, waiting)
     return _page(rows, limit, lambda r: r.id, run_summary_json)
 
 

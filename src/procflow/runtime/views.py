@@ -8,7 +8,7 @@ from typing import Any
 from procflow.model.ir import Application
 from procflow.runtime.clock import iso
 from procflow.states import TokenState
-from procflow.store.rows import HistoryRow, RunRow, TokenRow
+from procflow.store.rows import HistoryRow, RunRow, RunSummary, TokenRow
 from procflow.store.store import Tx
 
 _TIME_KEYS = ("due", "timeout_at")
@@ -47,7 +47,7 @@ def history_json(entry: HistoryRow) -> dict[str, Any]:
     return out
 
 
-def run_summary_json(run: RunRow) -> dict[str, Any]:
+def run_summary_json(run: RunRow | RunSummary) -> dict[str, Any]:
     return {
         "id": run.id,
         "name": run.name,

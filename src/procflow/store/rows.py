@@ -51,6 +51,20 @@ class RunRow:
     seq: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """What a list of runs shows of each: the run row without its state, output and error
+    (which may be large, and are not read for a list)."""
+
+    id: str
+    name: str
+    dialect: str
+    status: str
+    started_at: int
+    ended_at: int | None
+    business_key: str | None
+
+
 @dataclass(slots=True)
 class HistoryRow:
     seq: int

@@ -9,8 +9,9 @@ from typing import Any
 from procflow.states import ENDED
 from procflow.store.codec import chunks, dumps, loads, none_or_dumps
 from procflow.store.queries.base import Queries, marks
-from procflow.store.rows import RunRow
+from procflow.store.rows import RunRow, RunSummary
 
+SUMMARY_COLS = "id, name, dialect, status, started_at, ended_at, business_key"
 RUN_COLS = (
     "id, version_id, name, dialect, status, started_at, ended_at, business_key, "
     "record_entity, record_id, start_key, state, output, error, seq"
@@ -100,15 +101,15 @@ class RunQueries(Queries):
         args.append(limit)
         return [run_row(r) for r in self.c.execute(sql, args).fetchall()]
 
-    def runs_before(
+    def run_summaries_before(
         self, status: str | None, name: str | None, before: str | None, limit: int,
         waiting: str | None = None,
-    ) -> list[RunRow]:  # fmt: skip
+    ) -> list[RunSummary]:  # fmt: skip
         """A page of runs, newest first: those whose id sorts before ``before`` (None: from the
         newest). Ids begin with their creation time, and each filter has an index ending in
         ``id``, so a page is one index range however deep it is. ``waiting``: only runs with
         a token waiting for that kind (``retry``, ``event``…), probed per run by its tokens."""
-        sql = f"SELECT {RUN_COLS} FROM runs WHERE 1=1"
+        sql = f"SELECT {SUMMARY_COLS} FROM runs WHERE 1=1"
         args: list[Any] = []
         for condition, value in (("status=?", status), ("name=?", name), ("id<?", before)):
             if value is not None:
@@ -122,7 +123,7 @@ class RunQueries(Queries):
             )
             args.append('{"kind":"' + waiting + '"%')
         rows = self.c.execute(sql + " ORDER BY id DESC LIMIT ?", [*args, limit]).fetchall()
-        return [run_row(r) for r in rows]
+        return [RunSummary(*r) for r in rows]
 
     def runs_for_record(self, entity: str, id_: int) -> list[RunRow]:
         rows = self.c.execute(
