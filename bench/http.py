@@ -5,7 +5,8 @@ and on PostgreSQL two of them sharing the store, the client threads spread over 
 8 threads in this process, each with its own keep-alive ``httpx.Client``; every figure is the
 requests answered per second over the phase's wall time (all threads start together), with p50
 and p99 of the per-request latency, and the rate as a ratio to ``GET /health`` measured on the
-same servers in the same run (so the machine's speed, and the client's own cost, divide out).
+same servers just before the phase (so the machine's speed, and the client's own cost, divide
+out).
 
 1. ``GET /health``: the baseline.
 2. ``POST /events``, each event resuming one of N runs parked on ``wait_for`` with distinct
@@ -412,8 +413,6 @@ def bench_backend(backend: Backend, args: argparse.Namespace) -> list[tuple[Figu
     flags = ("--no-worker",) if args.no_worker else ()
     servers = Servers(url, project, servers_count, flags)
     try:
-        base = load("GET /health", servers, args.threads, args.requests, health)
-        say(base, base)
         parked = resumed = 0
         for n in args.n:
             top = n + resumed  # the runs resumed before are no longer waiting
@@ -422,11 +421,13 @@ def bench_backend(backend: Backend, args: argparse.Namespace) -> list[tuple[Figu
             print(f"  parked {top - parked:,} runs in {seconds:.1f} s; {waiting:,} waiting")
             sent = min(args.requests, waiting)
             first = random.Random(n).randrange(parked, top - sent + 1)  # only runs still waiting
+            base = floor(servers, args)
             figure = load(f"POST /events (N = {waiting:,})", servers, args.threads, sent,
                           event_sender(first))  # fmt: skip
             out.append((figure, base))
             say(figure, base, target=0.4)
             parked, resumed = top, resumed + sent
+        base = floor(servers, args)
         figure = load("POST /flows/{name}/runs", servers, args.threads, args.requests, start_quick)
         out.append((figure, base))
         say(figure, base)
@@ -438,8 +439,7 @@ def bench_backend(backend: Backend, args: argparse.Namespace) -> list[tuple[Figu
     print(f"  inserted {args.runs:,} runs by SQL in {time.perf_counter() - started:.1f} s")
     servers = Servers(many, project, servers_count, flags)
     try:
-        base = load("GET /health", servers, args.threads, args.requests, health)
-        say(base, base)
+        base = floor(servers, args)
         label = f"({args.runs:,} runs)"
         alone = load("GET /health, 1 client", servers, 1, args.requests // 4, health)
         for name, request in ((f"GET /runs?limit=50 {label}", runs_page),
@@ -453,6 +453,15 @@ def bench_backend(backend: Backend, args: argparse.Namespace) -> list[tuple[Figu
     finally:
         servers.stop()
     return out
+
+
+def floor(servers: Servers, args: argparse.Namespace) -> Figure:
+    """``GET /health`` on ``servers`` now, printed: the figure the next phase is compared with.
+    Measured again before each phase, next to it in time, so that a drift of the shared
+    machine's speed over the run (it was up to 30 %) moves both alike."""
+    base = load("GET /health", servers, args.threads, args.requests, health)
+    say(base, base)
+    return base
 
 
 def say(

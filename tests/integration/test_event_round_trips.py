@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from procflow.errors import UsageError
 from procflow.runtime.engine import Engine
 from procflow.runtime.grouping import TxGroup
 from procflow.store.store import Store
@@ -115,40 +116,38 @@ def test_an_event_resumes_a_run_in_few_statements(engine: Engine, backend: str) 
     assert engine.show(runs[1])["status"] == "waiting"
 
 
-def test_events_sent_at_once_share_a_transaction_and_each_is_delivered_once(
-    engine: Engine, db_url: str, db_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Engines of one process sharing a :class:`TxGroup` (the request threads of ``procflow
-    serve``): the calls queued while a batch commits are the next batch, one transaction, and
-    each event is still accepted once, even the same event sent twice in the same batch."""
-    keys = [f"k{i}" for i in range(5)]
-    runs = {key: engine.start_flow("awaiting", {"k": key}) for key in keys}
-    engine.work()
-    sends = [(key, f"e-{key}") for key in keys] + [(keys[0], f"e-{keys[0]}")]  # one twice
+def held_batches(monkeypatch: pytest.MonkeyPatch, calls: int) -> list[int]:
+    """The sizes of the batches every :class:`TxGroup` commits from now on; the first batch
+    waits until the other ``calls - 1`` calls are queued, so they are the second."""
     batches: list[int] = []
     lead = TxGroup._lead
 
     def first_waits_for_the_rest(group: TxGroup, host: Any, batch: list[Any]) -> None:
         deadline = time.monotonic() + 10
-        while not batches and len(group._queue) < len(sends) - 1:
+        while not batches and len(group._queue) < calls - 1:
             assert time.monotonic() < deadline, "the other calls never queued"
             time.sleep(0.001)
         batches.append(len(batch))
         lead(group, host, batch)
 
     monkeypatch.setattr(TxGroup, "_lead", first_waits_for_the_rest)
+    return batches
+
+
+def at_once(db_url: str, db_env: dict[str, str], calls: list[Callable[[Engine], Any]]) -> list[Any]:
+    """Each call on an engine of its own thread, the engines sharing one group (the request
+    threads of ``procflow serve``); their results, in order."""
     group = TxGroup()
-    engines = [Engine(db_url, environ=dict(db_env)) for _ in sends]  # one per thread
-    reports: dict[int, dict[str, Any]] = {}
+    engines = [Engine(db_url, environ=dict(db_env)) for _ in calls]
+    results: dict[int, Any] = {}
     try:
         for each in engines:
             each.writes = group
 
-        def send(i: int) -> None:
-            key, event_id = sends[i]
-            reports[i] = engines[i].send_event("desk.decided", {"key": key}, event_id)
+        def call(i: int) -> None:
+            results[i] = calls[i](engines[i])
 
-        threads = [threading.Thread(target=send, args=(i,)) for i in range(len(sends))]
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(len(calls))]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -156,14 +155,57 @@ def test_events_sent_at_once_share_a_transaction_and_each_is_delivered_once(
     finally:
         for each in engines:
             each.close()
+    return [results[i] for i in range(len(calls))]
+
+
+def test_events_sent_at_once_share_a_transaction_and_each_is_delivered_once(
+    engine: Engine, db_url: str, db_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The calls queued while a batch commits are the next batch, one transaction, and each
+    event is still accepted once, even the same event sent twice in the same batch."""
+    keys = [f"k{i}" for i in range(5)]
+    runs = {key: engine.start_flow("awaiting", {"k": key}) for key in keys}
+    engine.work()
+    sends = [(key, f"e-{key}") for key in keys] + [(keys[0], f"e-{keys[0]}")]  # one twice
+    batches = held_batches(monkeypatch, len(sends))
+
+    def sender(key: str, event_id: str) -> Callable[[Engine], Any]:
+        return lambda e: e.send_event("desk.decided", {"key": key}, event_id)
+
+    reports = at_once(db_url, db_env, [sender(*send) for send in sends])
+
     assert batches == [1, len(sends) - 1]
-    twice = [reports[0], reports[len(sends) - 1]]
+    twice = [reports[0], reports[-1]]
     assert sorted(r["duplicate"] for r in twice) == [False, True]
     assert sorted(r["resumed"] for r in twice) == [[], [runs[keys[0]]]]
-    for i, (key, _) in enumerate(sends[1:-1], start=1):
-        assert reports[i]["resumed"] == [runs[key]]
+    for report, (key, _) in zip(reports[1:-1], sends[1:-1], strict=True):
+        assert report["resumed"] == [runs[key]]
     engine.work()
     assert all(engine.show(run)["status"] == "completed" for run in runs.values())
+
+
+def test_runs_started_at_once_share_a_transaction_and_a_refused_start_changes_nothing(
+    engine: Engine, db_url: str, db_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batches = held_batches(monkeypatch, 3)  # the refused start never reaches the group
+
+    def start(key: Any) -> Callable[[Engine], Any]:
+        def call(e: Engine) -> Any:
+            try:
+                return e.start_flow("awaiting", {"k": key})
+            except UsageError as exc:
+                return exc
+
+        return call
+
+    results = at_once(db_url, db_env, [start("a"), start("b"), start(7), start("c")])
+
+    # The refused start is refused on its own thread, before any transaction: three runs in two.
+    assert batches == [1, 2]
+    assert isinstance(results[2], UsageError) and "k" in str(results[2])
+    started = [r for r in results if isinstance(r, str)]
+    assert len(started) == 3
+    assert sorted(r.id for r in engine.store.read().runs(None, "awaiting")) == sorted(started)
 
 
 def woken(listener: Store, seconds: float) -> bool:

@@ -227,19 +227,24 @@ class Engine:
 
     @retry_on_conflict
     def start_flow(self, name: str, inputs: Mapping[str, Any], *, user: str | None = None) -> str:
-        """Start a run of a deployed flow with ``inputs`` (checked before anything is stored)."""
+        """Start a run of a deployed flow with ``inputs`` (checked before anything is stored).
+        The run is stored in a transaction shared with other threads' calls (:attr:`writes`)."""
         user = checked_name(user)
-        with self.store.tx() as tx:
-            hint = (
-                f"[{name}] is an intent process; start it for a record with --record "
-                "ENTITY:ID (flows take --input)"
-            )
-            version = self.catalog.startable(tx, name, "flow", hint)
-            _, flow = self.catalog.flow(version.id, tx)
-            values = check_inputs(flow, inputs)
-            run_id = insert_flow_run(tx, version.id, flow, values, self.now(), by=user)
-            assert run_id is not None
+        reader = self.store.read()
+        hint = (
+            f"[{name}] is an intent process; start it for a record with --record "
+            "ENTITY:ID (flows take --input)"
+        )
+        version = self.catalog.startable(reader, name, "flow", hint)
+        _, flow = self.catalog.flow(version.id, reader)
+        values = check_inputs(flow, inputs)
+
+        def insert(host: Engine, tx: Tx) -> str:
+            run_id = insert_flow_run(tx, version.id, flow, values, host.now(), by=user)
+            assert run_id is not None  # no start key: nothing to collide with
             return run_id
+
+        return self.writes.run(self, insert)
 
     @retry_on_conflict
     def cancel(self, run_id: str, *, user: str | None = None) -> None:
