@@ -37,10 +37,11 @@ class Grouped(Protocol):
 
 
 class _Call(Generic[_H, _T]):
-    __slots__ = ("done", "error", "leads", "value", "wake", "work")
+    __slots__ = ("done", "error", "leads", "order", "value", "wake", "work")
 
-    def __init__(self, work: Callable[[_H, Tx], _T]) -> None:
+    def __init__(self, work: Callable[[_H, Tx], _T], order: str) -> None:
         self.work = work
+        self.order = order
         self.done = False  # committed, or failed with ``error``
         self.leads = False  # its thread is to lead the next batch
         self.value: _T | None = None
@@ -59,14 +60,18 @@ class TxGroup:
         self._queue: list[_Call[Any, Any]] = []
         self._leading = False
 
-    def run(self, host: _H, work: Callable[[_H, Tx], _T]) -> _T:
+    def run(self, host: _H, work: Callable[[_H, Tx], _T], order: str = "") -> _T:
         """``work(host, tx)`` in a transaction shared with other threads' calls; its result.
         ``host`` (the caller's engine) does the work of the whole batch when this thread
-        leads. Inside a transaction the caller already holds, the work joins it instead."""
+        leads. Inside a transaction the caller already holds, the work joins it instead.
+
+        A batch does its calls in the order of their ``order`` (what their work locks first,
+        such as an event's correlation key): two processes' batches then take their locks in
+        one order, and cannot deadlock on them where single calls could not."""
         if host.store.in_tx:
             with host.store.tx() as tx:
                 return work(host, tx)
-        call: _Call[_H, _T] = _Call(work)
+        call: _Call[_H, _T] = _Call(work, order)
         with self._lock:
             self._queue.append(call)
             if not self._leading:
@@ -91,6 +96,7 @@ class TxGroup:
                 return None
             call.leads = False
             batch, self._queue = self._queue, []
+            batch.sort(key=_order)  # stable: calls of one order keep their arrival order
             return batch
 
     def _make_leader(self, call: _Call[Any, Any]) -> None:
@@ -142,3 +148,7 @@ class TxGroup:
                 if call.leads:  # made the leader while leaving: hand it on
                     call.leads = False
                     self._next_leader()
+
+
+def _order(call: _Call[Any, Any]) -> str:
+    return call.order

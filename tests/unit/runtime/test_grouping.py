@@ -218,3 +218,19 @@ def test_a_lone_call_is_a_transaction_of_its_own(store: FakeStore) -> None:
     assert group.run(host, writing("a")) == "a done"
     assert group.run(host, writing("b")) == "b done"
     assert store.committed == [["a"], ["b"]]
+
+
+def test_a_batch_does_its_calls_in_the_order_they_lock_in(
+    store: FakeStore, callers: Callers
+) -> None:
+    """Two processes' batches then take their locks in one order and cannot deadlock."""
+    gate = hold_first_batch(callers)
+    group, host = callers.group, callers.host
+    for name, order in (("b", "key-2"), ("a", "key-1"), ("c", "key-3"), ("a2", "key-1")):
+        thread = threading.Thread(target=group.run, args=(host, writing(name), order))
+        callers.threads.append(thread)
+        thread.start()
+        callers.queue_when(len(callers.threads) - 1)
+    gate.set()
+    callers.join()
+    assert store.committed == [["first"], ["a", "a2", "b", "c"]]  # arrival order within a key
