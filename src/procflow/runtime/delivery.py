@@ -39,6 +39,12 @@ class CheckedEvent:
     flows: list[tuple[Flow, int]]  # the latest enabled flows when it was checked: triggers
     by: str | None
 
+    @property
+    def lock_order(self) -> str:
+        """What :meth:`deliver` locks first, the event's (type, key): calls committed together
+        run in this order, so two processes' batches cannot deadlock on their keys."""
+        return f"{self.event.type}\n{self.keys}"
+
     def deliver(self, host: RunHost, tx: Tx) -> dict[str, Any]:
         """Store, deliver and trigger inside ``tx``; the delivery report."""
         event = self.event

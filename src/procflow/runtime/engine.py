@@ -390,8 +390,7 @@ class Engine:
         recorded on the ``event.received`` of the runs it resumes. Calls made at once by
         several threads sharing :attr:`writes` are committed together (``runtime.grouping``)."""
         accepted = delivery.checked_event(self, event, checked_name(user))
-        # In key order: the key's lock is the first an event takes (see TxGroup.run).
-        return self.writes.run(self, accepted.deliver, f"{event.type}\n{accepted.keys}")
+        return self.writes.run(self, accepted.deliver, accepted.lock_order)
 
     def event_spec(self, type_: str) -> EventSpec:
         return delivery.event_spec(self, type_)

@@ -36,10 +36,10 @@ class Backend(Protocol):
     """Appended to a ``SELECT``: lock the rows read, skipping those another transaction holds
     (concurrent claimers pass each other instead of queueing)."""
     idle_poll_seconds: float
+    """How long an idle worker may sleep before looking for work again without a wake-up."""
     notifies: bool
     """Whether :meth:`notify` reaches idle workers in other sessions (PostgreSQL's ``NOTIFY``):
     a worker then need not look for work it would be woken for."""
-    """How long an idle worker may sleep before looking for work again without a wake-up."""
     key_lock: str
     """A SQL expression of one parameter, the key, that takes ``advisory_lock(key, wide=True)``
     inside the statement it is part of (so the lock costs no round trip of its own); empty
