@@ -156,7 +156,11 @@ class Committer:
             tx.clear_var(run_id, name)
         if tr.vars_sweep:
             tx.clear_vars(run_id)
-        if tr.scope_ops:
+        if tr.scope_ops and tr.scope_ops[-1][0] == "sweep":
+            # The run ended: its rows go (every earlier op's with them) in the batch's one
+            # statement for every run that ended in it.
+            rows.scope_sweeps.append(run_id)
+        elif tr.scope_ops:
             tx.apply_scope_ops(run_id, tr.scope_ops)
         for msg in tr.outbox:
             tx.add_outbox(msg.channel, msg.recipient, msg.subject, msg.body, run_id, msg.step, now)
@@ -189,6 +193,7 @@ class _Rows:
     timer_drops: list[int] = field(default_factory=list)
     timers: list[tuple[str, int, str, int]] = field(default_factory=list)
     waits: list[tuple[int, str, str, str, str, int]] = field(default_factory=list)
+    scope_sweeps: list[str] = field(default_factory=list)  # runs whose loop rows all go
 
     def add(self, run_id: str, tr: Transition, now: int) -> None:
         # Called once per transition of every batch: the usual transition moves one token and
@@ -219,3 +224,5 @@ class _Rows:
         if self.timers:
             tx.insert_timers(self.timers)
             tx.notify()  # an idle worker may be sleeping until a later due time
+        if self.scope_sweeps:
+            tx.delete_scopes_of_runs(self.scope_sweeps)

@@ -107,21 +107,45 @@ def scope_of(state: dict[str, Any], frame: Frame) -> dict[str, Any]:
 class FlowEnv(dict[str, Any]):
     """Bindings for expressions in which a step id without a binding — a step that was
     abandoned, skipped by a failure, or not reached — reads as null (validation has already
-    refused names that cannot be bound at that point, such as later steps)."""
+    refused names that cannot be bound at that point, such as later steps).
 
-    __slots__ = ("known",)
+    The run's inputs are read from the store only when an expression names one: most steps
+    after a wait never do, and the read is a statement per run resumed."""
 
-    def __init__(self, known: frozenset[str]) -> None:
+    __slots__ = ("_input_names", "_inputs", "known")
+
+    def __init__(
+        self,
+        known: frozenset[str],
+        inputs: Callable[[], Mapping[str, Any]] | None = None,
+        input_names: frozenset[str] = frozenset(),
+    ) -> None:
         super().__init__()
         self.known = known
+        self._inputs, self._input_names = inputs, input_names
 
     def __contains__(self, key: object) -> bool:
-        return dict.__contains__(self, key) or key in self.known
+        if dict.__contains__(self, key):
+            return True
+        if key in self._input_names and self._load_inputs() and dict.__contains__(self, key):
+            return True
+        return key in self.known
 
     def __missing__(self, key: str) -> Any:
+        if key in self._input_names and self._load_inputs() and dict.__contains__(self, key):
+            return dict.__getitem__(self, key)
         if key in self.known:
             return None
         raise KeyError(key)
+
+    def _load_inputs(self) -> bool:
+        """Add the inputs under every name no binding has taken; False once done before."""
+        load, self._inputs = self._inputs, None
+        if load is None:
+            return False
+        for name, value in load().items():
+            self.setdefault(name, value)
+        return True
 
 
 def environment(
@@ -134,8 +158,7 @@ def environment(
     """The names an expression at the current position sees: inputs, ``run``, the bindings of
     every enclosing scope (outermost first), loop names, and ``error`` inside ``recover``.
     ``item(path, n)`` reads a loop row (a for_each's items, the run's inputs)."""
-    env = FlowEnv(index.ids)
-    env.update(input_env(flow, item(*INPUTS)))
+    env = FlowEnv(index.ids, lambda: input_env(flow, item(*INPUTS)), frozenset(flow.inputs))
     env["run"] = dict(run)
     env.update(state["bindings"])
     frames: list[Frame] = state["frames"]

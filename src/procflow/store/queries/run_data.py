@@ -9,6 +9,9 @@ from typing import Any
 from procflow.store.codec import dumps
 from procflow.store.queries.base import Queries
 
+_DELETE_SCOPES = "DELETE FROM scopes WHERE run_id=?"
+_DELETE_SCOPES_ARRAY = "DELETE FROM scopes WHERE run_id = ANY(?::text[])"
+
 
 class RunDataQueries(Queries):
     # --- vars (values sealed by the runtime: the store only sees bytes) ----------------------
@@ -63,4 +66,8 @@ class RunDataQueries(Queries):
         return None if row is None else json.loads(row[0])
 
     def delete_run_scopes(self, run_id: str) -> None:
-        self.c.execute("DELETE FROM scopes WHERE run_id=?", (run_id,))
+        self.c.execute(_DELETE_SCOPES, (run_id,))
+
+    def delete_scopes_of_runs(self, run_ids: Sequence[str]) -> None:
+        """Every loop row of these runs: one statement on PostgreSQL however many."""
+        self.b.batch(_DELETE_SCOPES, _DELETE_SCOPES_ARRAY, [(i,) for i in run_ids])

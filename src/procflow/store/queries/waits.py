@@ -16,6 +16,9 @@ _TAKE_TOKEN = (
     f"{_TOKEN}(SELECT token_id FROM taken)"
 )
 
+_DELETE_OF_TOKEN = "DELETE FROM waits WHERE token_id=?"
+_DELETE_OF_TOKENS = "DELETE FROM waits WHERE token_id = ANY(?::bigint[])"
+
 
 class WaitQueries(Queries):
     def insert_waits(self, rows: Sequence[tuple[int, str, str, str, str, int]]) -> None:
@@ -78,7 +81,7 @@ class WaitQueries(Queries):
         return None if row is None else token_row(row)
 
     def delete_waits_of_tokens(self, token_ids: Sequence[int]) -> None:
-        self.c.executemany("DELETE FROM waits WHERE token_id=?", [(i,) for i in token_ids])
+        self.b.batch(_DELETE_OF_TOKEN, _DELETE_OF_TOKENS, [(i,) for i in token_ids])
 
     def delete_run_waits(self, run_id: str) -> None:
         self.c.execute("DELETE FROM waits WHERE run_id=?", (run_id,))
