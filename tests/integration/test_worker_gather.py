@@ -1,0 +1,80 @@
+"""A worker woken while work streams in gathers for a moment before it claims.
+
+Its last claim (within ``BUSY_SECONDS``) found several runs: it waits ``GATHER_SECONDS`` after a
+wake-up, so its next claim and commit take what became ready meanwhile. Woken when its last
+claim found one run, or not woken at all (the wait ran out), it claims at once: a quiet
+system's resumptions are not delayed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from procflow.runtime import work
+from procflow.runtime.engine import Engine
+
+FLOW = """\
+flow: tick
+steps:
+  - one: { set: { n: 1 } }
+"""
+
+
+@pytest.fixture
+def engine(tmp_path: Path, db_url: str, db_env: dict[str, str]) -> Iterator[Engine]:
+    eng = Engine.virtual(db_url, environ=dict(db_env))
+    path = tmp_path / "tick.flow.yaml"
+    path.write_text(FLOW)
+    eng.deploy(str(path))
+    try:
+        yield eng
+    finally:
+        eng.close()
+
+
+@pytest.fixture
+def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    slept: list[float] = []
+    monkeypatch.setattr(work, "_sleep", lambda stop, seconds: slept.append(seconds))
+    return slept
+
+
+def woken_idle(engine: Engine, monkeypatch: pytest.MonkeyPatch, woken: bool) -> None:
+    monkeypatch.setattr(engine.store, "wait_for_wakeup", lambda seconds, stop=None: woken)
+    engine.loop.idle(threading.Event())
+
+
+@pytest.mark.parametrize("runs", [1, 3])
+def test_a_woken_worker_gathers_only_after_a_claim_of_several_runs(
+    engine: Engine, sleeps: list[float], monkeypatch: pytest.MonkeyPatch, runs: int
+) -> None:
+    for _ in range(runs):
+        engine.start_flow("tick", {})
+    assert engine.loop.work_batch() > 0
+    woken_idle(engine, monkeypatch, woken=True)
+    assert sleeps == ([work.GATHER_SECONDS] if runs > 1 else [])
+
+
+def test_a_wait_that_ran_out_claims_at_once(
+    engine: Engine, sleeps: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for _ in range(3):
+        engine.start_flow("tick", {})
+    engine.loop.work_batch()
+    woken_idle(engine, monkeypatch, woken=False)
+    assert sleeps == []
+
+
+def test_a_worker_whose_busy_claim_is_old_claims_at_once(
+    engine: Engine, sleeps: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for _ in range(3):
+        engine.start_flow("tick", {})
+    engine.loop.work_batch()
+    engine.loop.streaming_at -= work.BUSY_SECONDS  # as if the claim had been that long ago
+    woken_idle(engine, monkeypatch, woken=True)
+    assert sleeps == []
