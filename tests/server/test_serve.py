@@ -211,6 +211,35 @@ def test_sigterm_finishes_the_request_in_flight(start_server: StartServer) -> No
     assert served.wait() == 0
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"Content-Length: 100\r\n\r\n{\"type\": \"x",  # the caller goes before the body ends
+        b"Transfer-Encoding: chunked\r\n\r\nzz\r\n",  # a chunk size the parser refuses
+    ],
+    ids=["closed-early", "bad-chunk"],
+)
+def test_a_body_that_never_ends_is_dropped_without_a_traceback(
+    start_server: StartServer, db_url: str, raw: bytes
+) -> None:
+    served = start_server("--no-worker")
+    url = urlsplit(served.base_url)
+    with socket.create_connection((url.hostname, url.port), timeout=DEADLINE) as conn:
+        conn.sendall(b"POST /events HTTP/1.1\r\nHost: test\r\n" + raw)
+        conn.shutdown(socket.SHUT_WR)
+        answer = _read_response(conn)
+    assert answer == b"" or answer.startswith(b"HTTP/1.1 400 "), answer
+    assert httpx.get(f"{served.base_url}/health").status_code == 200
+    engine = Engine(db_url, create=False)
+    try:
+        accepted = engine.store.read().c.execute("SELECT count(*) FROM events").fetchone()[0]
+    finally:
+        engine.close()
+    assert accepted == 0
+    assert served.stop(signal.SIGTERM) == 0
+    assert "Traceback" not in served.stderr and "ERROR" not in served.stderr, served.stderr
+
+
 def _read_response(conn: socket.socket) -> bytes:
     data = b""
     while chunk := conn.recv(65536):

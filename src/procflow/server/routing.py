@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -154,11 +154,16 @@ async def read_body(request: Request) -> bytes:
         raise Problem(413, f"the body is larger than {MAX_BODY} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise Problem(413, f"the body is larger than {MAX_BODY} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise Problem(413, f"the body is larger than {MAX_BODY} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # The caller went (or sent a body its HTTP parser refused) before the body ended: the
+        # answer reaches no one, and the server's log owes no traceback for it.
+        raise Problem(400, "the connection closed before the body ended") from None
     return b"".join(chunks)
 
 
