@@ -37,6 +37,7 @@ request is unusable (every ``UsageError``).
       HttpProblem           the HTTP face refuses a request: status, errors, headers
       StoreError            the database is missing, uninitialised, or of another version
         StoreConflict         a transaction rolled back by a concurrent one: safe to redo
+          FlowsChanged        an event checked against flows since redeployed: safe to redo
       ConnectorError        calling a connector action failed: connector, action
         ConnectorConfigError  a required config value is missing: item, env
         ConnectorLoadError    the action's code cannot be imported or found
@@ -387,6 +388,11 @@ class StoreError(ProcflowError):
 class StoreConflict(StoreError):
     """PostgreSQL rolled the transaction back to break a deadlock (or a serialisation
     conflict) with a concurrent one: nothing of it was committed, and doing it again is safe."""
+
+
+class FlowsChanged(StoreConflict):
+    """The deployed flows an event was checked against changed before its transaction stored
+    it: nothing of it is committed, and doing it again (checked against them anew) is safe."""
 
 
 # --- the HTTP face ---------------------------------------------------------------------------

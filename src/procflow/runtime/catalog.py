@@ -49,6 +49,7 @@ class Catalog:
         self.project_dir = project_dir  # overrides each version's recorded folder when set
         self._compiled: dict[int, Compiled] = {}
         self._events_pruned_at: int | None = None  # by this process, on the store's clock
+        self._event_flows: list[tuple[Flow, int]] | None = None  # as last read for an event
 
     def events_prune_due(self, now: int) -> bool:
         """Whether accepting an event at ``now`` should also prune expired events: at most once
@@ -100,6 +101,18 @@ class Catalog:
     def latest_flows(self, tx: Tx) -> list[tuple[Flow, int]]:
         """The latest version of every enabled flow, with its version id."""
         return [(self.flow(vid, tx)[1], vid) for vid in tx.latest_enabled_flow_versions()]
+
+    def event_flows(self) -> list[tuple[Flow, int]]:
+        """The latest enabled flows as this catalog last read them (now, the first time): what
+        an event is checked against. The transaction that stores the event reads their version
+        ids anyway and compares (``CheckedEvent.deliver``): a statement saved per event, and
+        :meth:`forget_event_flows` when they changed."""
+        if self._event_flows is None:
+            self._event_flows = self.latest_flows(self.store.read())
+        return self._event_flows
+
+    def forget_event_flows(self) -> None:
+        self._event_flows = None
 
     def latest_flow(self, name: str) -> Flow | None:
         """The latest deployed version of flow ``name``; None when ``name`` is not a flow."""
@@ -153,6 +166,7 @@ class Catalog:
         definition = loaded.definition
         assert definition is not None
         project = self.project_dir or definition.project_dir
+        self.forget_event_flows()  # read again by the next event: this process knows
         with self.store.tx() as tx:
             tx.lock_deploys()  # a concurrent deploy waits, then sees this one's versions
             if isinstance(definition, Flow):

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from procflow.errors import EventError, ExprError
+from procflow.errors import EventError, ExprError, FlowsChanged
 from procflow.expr import evaluate_condition
 from procflow.model.ir import ConnectorManifest, EventSpec, Flow
 from procflow.runtime.catalog import event_retention
@@ -52,9 +52,12 @@ class CheckedEvent:
             "event_id": event.id, "duplicate": False, "resumed": [], "started": [],
         }  # fmt: skip
         now = host.now()
-        if not tx.insert_event(event.id, event.type, self.keys, event.data, now):  # key locked
+        flow_ids = tx.insert_event(event.id, event.type, self.keys, event.data, now)  # key locked
+        if flow_ids is None:
             report["duplicate"] = True
             return report
+        if flow_ids != [version_id for _, version_id in self.flows]:
+            raise FlowsChanged("the deployed flows changed while the event was checked")
         report["resumed"] = _deliver(host, tx, event, self.keys, now, self.by)
         started, errors = _trigger(host, tx, event, now, self.flows)
         report["started"] = started
@@ -69,7 +72,7 @@ class CheckedEvent:
 
 def checked_event(host: RunHost, event: Event, by: str | None = None) -> CheckedEvent:
     """``event`` checked against its manifest (an :class:`EventError` if it does not fit)."""
-    flows = host.catalog.latest_flows(host.store.read())  # read once: the manifests, triggers
+    flows = host.catalog.event_flows()  # the manifests, the triggers
     spec = event_spec(host, event.type, flows)
     check_payload(event.type, spec, event.data)
     return CheckedEvent(event, event_keys(spec, event.data), flows, by)

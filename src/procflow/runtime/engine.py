@@ -18,7 +18,14 @@ from datetime import timedelta
 from typing import Any, Self
 
 from procflow.config import Config
-from procflow.errors import ConfigError, DurationError, NotFoundError, ProcflowError, UsageError
+from procflow.errors import (
+    ConfigError,
+    DurationError,
+    FlowsChanged,
+    NotFoundError,
+    ProcflowError,
+    UsageError,
+)
 from procflow.expr import parse_duration
 from procflow.model.ir import Application, EventSpec, Flow
 from procflow.runtime import delivery, lifecycle, listing
@@ -186,6 +193,7 @@ class Engine:
 
     def set_enabled(self, name: str, enabled: bool) -> None:
         """A disabled definition starts no new runs; running ones continue."""
+        self.catalog.forget_event_flows()
         with self.store.tx() as tx:
             if not tx.set_enabled(name, enabled):
                 raise NotFoundError.definition(name)
@@ -390,7 +398,11 @@ class Engine:
         recorded on the ``event.received`` of the runs it resumes. Calls made at once by
         several threads sharing :attr:`writes` are committed together (``runtime.grouping``)."""
         accepted = delivery.checked_event(self, event, checked_name(user))
-        return self.writes.run(self, accepted.deliver, accepted.lock_order)
+        try:
+            return self.writes.run(self, accepted.deliver, accepted.lock_order)
+        except FlowsChanged:
+            self.catalog.forget_event_flows()  # the call is made again, checked anew
+            raise
 
     def event_spec(self, type_: str) -> EventSpec:
         return delivery.event_spec(self, type_)

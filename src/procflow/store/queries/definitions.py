@@ -10,6 +10,19 @@ from procflow.store.codec import dumps
 from procflow.store.queries.base import ENDED_SQL, Queries
 from procflow.store.rows import VersionRow
 
+# The FROM and WHERE of the latest version of every enabled flow (d: its definition, v: the
+# version); selected ordered by d.name.
+LATEST_ENABLED_FLOWS = (
+    "FROM definitions d JOIN versions v ON v.name=d.name AND v.version=d.latest "
+    "WHERE d.dialect='flow' AND d.enabled<>0"
+)
+
+
+def flow_version_ids(conn: Any) -> list[int]:
+    """The version id of the latest version of every enabled flow, by name."""
+    rows = conn.execute(f"SELECT v.id {LATEST_ENABLED_FLOWS} ORDER BY d.name").fetchall()
+    return [int(r[0]) for r in rows]
+
 
 class DefinitionQueries(Queries):
     def lock_deploys(self) -> None:
@@ -81,11 +94,7 @@ class DefinitionQueries(Queries):
     def latest_enabled_flow_versions(self) -> list[int]:
         """The version id of the latest version of every enabled flow, by name: one query
         however many are deployed (events look for the flows they trigger with it)."""
-        rows = self.c.execute(
-            "SELECT v.id FROM definitions d JOIN versions v ON v.name=d.name AND "
-            "v.version=d.latest WHERE d.dialect='flow' AND d.enabled<>0 ORDER BY d.name"
-        ).fetchall()
-        return [int(r[0]) for r in rows]
+        return flow_version_ids(self.c)
 
     def definition(self, name: str) -> tuple[str, str, bool, int] | None:
         """(name, dialect, enabled, latest version) of one deployed definition."""

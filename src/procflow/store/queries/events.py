@@ -7,6 +7,7 @@ from typing import Any
 
 from procflow.store.codec import dumps
 from procflow.store.queries.base import Queries
+from procflow.store.queries.definitions import LATEST_ENABLED_FLOWS, flow_version_ids
 from procflow.store.queries.history import INSERT_HISTORY, history_values
 from procflow.store.queries.runs import SAVE_RUN, run_values
 from procflow.store.queries.timers import DELETE_TIMERS_OF_TOKEN
@@ -27,22 +28,26 @@ class EventQueries(Queries):
         event and a wait with lookback never miss each other). SQLite has one writer anyway."""
         self.b.advisory_lock(_key(type_, keys), wide=True)
 
-    def insert_event(self, id_: str, type_: str, keys: str, data: Any, at: int) -> bool:
-        """Take the lock of (type, keys) (:meth:`lock_key`), then store the event; False when
-        an event with this id was accepted before (a duplicate does nothing)."""
+    def insert_event(self, id_: str, type_: str, keys: str, data: Any, at: int) -> list[int] | None:
+        """Take the lock of (type, keys) (:meth:`lock_key`), then store the event; None when an
+        event with this id was accepted before (a duplicate does nothing), else the version ids
+        of the latest enabled flows as this transaction sees them (those the event may
+        trigger; ``latest_enabled_flow_versions``), in the same statement where it can."""
         values = (id_, type_, keys, dumps(data), at)
-        if self.b.key_lock:
-            # The lock in the same statement, taken before the row is made: one round trip.
-            cur = self.c.execute(
-                f"{_INSERT_EVENT}SELECT ?, ?, ?, ?, ? FROM (SELECT {self.b.key_lock}) AS locked "
-                "ON CONFLICT (id) DO NOTHING",
-                (*values, _key(type_, keys)),
-            )
-        else:
+        if not self.b.key_lock:
             cur = self.c.execute(
                 f"{_INSERT_EVENT}VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING", values
             )
-        return bool(cur.rowcount == 1)
+            return flow_version_ids(self.c) if cur.rowcount == 1 else None
+        # The lock in the same statement, taken before the row is made, and the flows read in
+        # it too: one round trip.
+        row = self.c.execute(
+            f"{_INSERT_EVENT}SELECT ?, ?, ?, ?, ? FROM (SELECT {self.b.key_lock}) AS locked "
+            f"ON CONFLICT (id) DO NOTHING RETURNING (SELECT array_agg(v.id ORDER BY d.name) "
+            f"{LATEST_ENABLED_FLOWS})",
+            (*values, _key(type_, keys)),
+        ).fetchone()
+        return None if row is None else [int(i) for i in row[0] or []]
 
     def lookback_event(
         self, type_: str, keys: str, since: int, run_id: str
