@@ -72,11 +72,23 @@ class LeaseQueries(Queries):
         return held
 
     def claim_runs(self, owner: str, now: int, lease_until: int, limit: int) -> list[RunRow]:
+        """Lease up to ``limit`` running runs no live worker holds: those whose lease expired
+        (a worker died) first, then those never claimed since they became ready.
+
+        Two scans of the claimable index, not one for either condition: PostgreSQL answers an
+        ``OR`` with a bitmap scan, which never marks the index entries of dead row versions as
+        dead, and a burst of runs that ran and went on to wait leaves one such entry each
+        until vacuum comes round (30,000 runs parked: 6 ms a claim instead of 0.3). The plain
+        index scan of ``lease_until IS NULL`` marks them as it passes."""
         rows = self.c.execute(
-            "UPDATE runs SET lease_owner=?, lease_until=? WHERE id IN ("
-            "SELECT id FROM runs WHERE status='running' AND (lease_until IS NULL OR lease_until<?) "
-            f"LIMIT ?{self.b.skip_locked}) RETURNING {RUN_COLS}",
-            (owner, lease_until, now, limit),
+            f"WITH expired AS (SELECT id FROM runs WHERE status='running' AND lease_until<? "
+            f"LIMIT ?{self.b.skip_locked}), "
+            f"fresh AS (SELECT id FROM runs WHERE status='running' AND lease_until IS NULL "
+            f"LIMIT ?{self.b.skip_locked}) "
+            "UPDATE runs SET lease_owner=?, lease_until=? WHERE id IN (SELECT id FROM "
+            "(SELECT id FROM expired UNION ALL SELECT id FROM fresh) AS claimable LIMIT ?) "
+            f"RETURNING {RUN_COLS}",
+            (now, limit, limit, owner, lease_until, limit),
         ).fetchall()
         return [run_row(r) for r in rows]
 
@@ -119,11 +131,3 @@ class LeaseQueries(Queries):
             None if due is None else int(due),
             None if expiry is None else int(expiry),
         )
-
-    def has_ready_runs(self, now: int) -> bool:
-        row = self.c.execute(
-            "SELECT 1 FROM runs WHERE status='running' AND (lease_until IS NULL OR lease_until<?) "
-            "LIMIT 1",
-            (now,),
-        ).fetchone()
-        return row is not None
