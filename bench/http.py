@@ -23,6 +23,10 @@ out).
    2-core machine it also counts waiting for a core (``/health`` itself shows it), so each
    request is also measured with one client (compared with ``/health`` from one client).
 
+Before a phase's clock starts, each client thread sends 20 requests of the phase's kind (in an
+event phase, events no run waits for): the servers' request threads open their engines and
+prepare their statements then, not inside the measured seconds.
+
 Run: ``.venv/bin/python bench/http.py [--backends sqlite,postgresql] [--n 1000,100000]
 [--runs 1000000] [--requests 2000] [--threads 8] [--no-worker] [--pg URL]``. PostgreSQL is the
 server at ``--pg`` (default ``$PROCFLOW_BENCH_PG``, else
@@ -75,6 +79,7 @@ procflow_bin, worker_env = _throughput.procflow_bin, _throughput.worker_env
 EVENT = "approvals.decided"
 SECRET_KEY = "procflow-bench-secret-key-" + "k" * 24
 PARK_GROUP = 1_000  # start_flow calls per transaction while parking
+WARM_UP = 20  # requests per client thread before a phase's clock starts
 
 MANIFEST = """\
 connector: approvals
@@ -326,9 +331,20 @@ class Figure:
         return self.requests / self.seconds
 
 
-def load(label: str, servers: Servers, threads: int, items: int, send: Request) -> Figure:
+def load(
+    label: str,
+    servers: Servers,
+    threads: int,
+    items: int,
+    send: Request,
+    warm: Request | None = None,
+) -> Figure:
     """``items`` requests (item numbers 0..items-1) split over ``threads`` threads, thread t
-    talking to server t mod len(servers); every answer must be a success."""
+    talking to server t mod len(servers); every answer must be a success. Before the clock
+    starts, each thread sends :data:`WARM_UP` requests by ``warm`` (default: ``send``'s kind,
+    items numbered past ``items``), so that the servers' request threads have opened their
+    engines (a connection and the compiled definitions each) and prepared their statements:
+    the phase measures a server that has been answering, as ``/health`` is measured."""
     latencies: list[list[float]] = [[] for _ in range(threads)]
     server_ms: list[list[float]] = [[] for _ in range(threads)]
     failures: list[str] = []
@@ -340,6 +356,10 @@ def load(label: str, servers: Servers, threads: int, items: int, send: Request) 
         base = servers.urls[t % len(servers.urls)]
         with httpx.Client(timeout=120) as client:
             client.get(f"{base}/health")  # the connection is open before the clock starts
+            for n in range(WARM_UP):
+                answer = (warm or send)(client, base, items + t * WARM_UP + n)
+                if not answer.is_success:
+                    failures.append(f"warm-up: {answer.status_code} {answer.text[:200]}")
             barrier.wait()
             for item in range(t, items, threads):
                 started = time.perf_counter()
@@ -370,6 +390,12 @@ def load(label: str, servers: Servers, threads: int, items: int, send: Request) 
 
 def health(client: httpx.Client, base: str, item: int) -> httpx.Response:
     return client.get(f"{base}/health")
+
+
+def unmatched_event(client: httpx.Client, base: str, item: int) -> httpx.Response:
+    """An event no run waits for (stored, resuming nothing): the warm-up of an event phase."""
+    data = {"key": f"warm-up-{item}", "approved": True}
+    return client.post(f"{base}/events", json={"type": EVENT, "data": data})
 
 
 def event_sender(first: int) -> Request:
@@ -423,7 +449,7 @@ def bench_backend(backend: Backend, args: argparse.Namespace) -> list[tuple[Figu
             first = random.Random(n).randrange(parked, top - sent + 1)  # only runs still waiting
             base = floor(servers, args)
             figure = load(f"POST /events (N = {waiting:,})", servers, args.threads, sent,
-                          event_sender(first))  # fmt: skip
+                          event_sender(first), warm=unmatched_event)  # fmt: skip
             out.append((figure, base))
             say(figure, base, target=0.4)
             parked, resumed = top, resumed + sent
