@@ -356,10 +356,13 @@ def load(
         base = servers.urls[t % len(servers.urls)]
         with httpx.Client(timeout=120) as client:
             client.get(f"{base}/health")  # the connection is open before the clock starts
-            for n in range(WARM_UP):
-                answer = (warm or send)(client, base, items + t * WARM_UP + n)
-                if not answer.is_success:
-                    failures.append(f"warm-up: {answer.status_code} {answer.text[:200]}")
+            try:
+                for n in range(WARM_UP):
+                    answer = (warm or send)(client, base, items + t * WARM_UP + n)
+                    if not answer.is_success:
+                        failures.append(f"warm-up: {answer.status_code} {answer.text[:200]}")
+            except Exception as exc:  # reported below; the other threads must not wait for it
+                failures.append(f"warm-up: {exc!r}")
             barrier.wait()
             for item in range(t, items, threads):
                 started = time.perf_counter()
