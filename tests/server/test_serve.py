@@ -214,7 +214,7 @@ def test_sigterm_finishes_the_request_in_flight(start_server: StartServer) -> No
 @pytest.mark.parametrize(
     "raw",
     [
-        b"Content-Length: 100\r\n\r\n{\"type\": \"x",  # the caller goes before the body ends
+        b'Content-Length: 100\r\n\r\n{"type": "x',  # the caller goes before the body ends
         b"Transfer-Encoding: chunked\r\n\r\nzz\r\n",  # a chunk size the parser refuses
     ],
     ids=["closed-early", "bad-chunk"],
