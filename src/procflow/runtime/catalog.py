@@ -166,7 +166,6 @@ class Catalog:
         definition = loaded.definition
         assert definition is not None
         project = self.project_dir or definition.project_dir
-        self.forget_event_flows()  # read again by the next event: this process knows
         with self.store.tx() as tx:
             tx.lock_deploys()  # a concurrent deploy waits, then sees this one's versions
             if isinstance(definition, Flow):

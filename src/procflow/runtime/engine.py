@@ -193,7 +193,6 @@ class Engine:
 
     def set_enabled(self, name: str, enabled: bool) -> None:
         """A disabled definition starts no new runs; running ones continue."""
-        self.catalog.forget_event_flows()
         with self.store.tx() as tx:
             if not tx.set_enabled(name, enabled):
                 raise NotFoundError.definition(name)

@@ -47,6 +47,7 @@ class FlowIndex:
     flow: Flow
     steps: dict[str, FlowStep] = field(default_factory=dict)
     _ids: frozenset[str] | None = None
+    _input_names: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         stack: list[FlowStep] = [*self.flow.steps, *(self.flow.recover or ())]
@@ -63,6 +64,12 @@ class FlowIndex:
         if self._ids is None:
             self._ids = frozenset(self.steps)
         return self._ids
+
+    @property
+    def input_names(self) -> frozenset[str]:
+        if self._input_names is None:
+            self._input_names = frozenset(self.flow.inputs)
+        return self._input_names
 
     def owner(self, frame: Frame) -> GroupStep | ForEachStep | RepeatStep | None:
         name = frame.get("o")
@@ -158,7 +165,7 @@ def environment(
     """The names an expression at the current position sees: inputs, ``run``, the bindings of
     every enclosing scope (outermost first), loop names, and ``error`` inside ``recover``.
     ``item(path, n)`` reads a loop row (a for_each's items, the run's inputs)."""
-    env = FlowEnv(index.ids, lambda: input_env(flow, item(*INPUTS)), frozenset(flow.inputs))
+    env = FlowEnv(index.ids, lambda: input_env(flow, item(*INPUTS)), index.input_names)
     env["run"] = dict(run)
     env.update(state["bindings"])
     frames: list[Frame] = state["frames"]
