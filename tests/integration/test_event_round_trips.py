@@ -2,9 +2,9 @@
 
 On PostgreSQL every statement is a round trip to another process, and on a loaded machine the
 round trips, not the SQL, are what an event costs: accepting one that resumes a waiting run
-takes eight (the deployed flows, BEGIN, the clock, the event stored under its key's lock, the
-waits with their runs locked, the wait taken with its token, the token's writes as one
-statement, NOTIFY with COMMIT). A wake-up asked for in a transaction goes with its COMMIT, so
+takes six (BEGIN, the clock, the event stored under its key's lock with the deployed flows'
+versions, the waits with their runs locked and their tokens, the wait taken with the token's
+writes as one statement, NOTIFY with COMMIT). A wake-up asked for in a transaction goes with its COMMIT, so
 one rolled back is never sent, not even by the next transaction of the same store.
 """
 
@@ -44,7 +44,7 @@ steps:
 output: "{{ decision.status }}"
 """
 # The statements of an event that resumes one run (PostgreSQL; SQLite's run in the process).
-POSTGRESQL_BUDGET = 8
+POSTGRESQL_BUDGET = 6
 
 
 class Counting:

@@ -26,6 +26,7 @@ from procflow.runtime.intent import eval_context
 from procflow.runtime.starts import insert_flow_run
 from procflow.runtime.transition import Transition
 from procflow.states import ENDED, RunStatus, TokenState
+from procflow.store.queries.waits import SeenWait
 from procflow.store.rows import HistoryRow, RunRow, TokenRow
 from procflow.store.store import Tx
 
@@ -123,22 +124,43 @@ def _deliver(host: RunHost, tx: Tx, event: Event, keys: str, now: int, by: str |
     """Hand ``event`` to every token waiting on (type, keys), each wait consumed once."""
     waits = tx.waiting_runs_for_update(event.type, keys)  # the runs locked first, in one order
     runs: dict[str, RunRow] = {}
-    for _, run in waits:
-        if run.status not in ENDED:
-            runs.setdefault(run.id, run)  # one row per run, whatever the number of its waits
+    for seen in waits:
+        if seen.run.status not in ENDED:
+            runs.setdefault(seen.run.id, seen.run)  # one row per run, whatever its waits
     resumed = []
-    for token_id, run in waits:
-        token = tx.take_waiting_token(token_id) if run.id in runs else None
-        if token is None:  # the run ended, or a timeout or another event took the wait first
+    for seen in waits:
+        run = runs.get(seen.run.id)
+        if run is None:
             continue
-        _hand_event(tx, runs[run.id], token, event, now, by)
+        if not _hand_to_seen(tx, run, seen, event, now, by):
+            # The token is read again under its run's lock, its wait confirmed.
+            token = tx.take_waiting_token(seen.token_id)
+            if token is None:  # a timeout or another event took the wait first
+                continue
+            tx.deliver_to_token(event.id, run, token, _handed(run, token, event, now, by))
         resumed.append(run.id)
     return list(dict.fromkeys(resumed))
 
 
-def _hand_event(
-    tx: Tx, run: RunRow, token: TokenRow, event: Event, now: int, by: str | None
-) -> None:
+def _hand_to_seen(
+    tx: Tx, run: RunRow, seen: SeenWait, event: Event, now: int, by: str | None
+) -> bool:
+    """Hand ``event`` to the token as the locking statement read it, in one statement that
+    takes the wait only if neither it nor the token changed since (PostgreSQL); False, and
+    ``run`` as it was, when that could not be done."""
+    if seen.token is None or seen.stamp is None:
+        return False
+    before = run.seq, run.status
+    entry = _handed(run, seen.token, event, now, by)
+    if tx.deliver_to_seen_token(event.id, run, seen.token, entry, seen.stamp):
+        return True
+    run.seq, run.status = before
+    return False
+
+
+def _handed(run: RunRow, token: TokenRow, event: Event, now: int, by: str | None) -> HistoryRow:
+    """``token`` made ready with ``event`` in its data and ``run`` running: the run's
+    ``event.received`` entry, to be written with them."""
     assert token.id is not None
     token.state, token.wait = TokenState.READY, None
     token.data["event"] = {"id": event.id, "data": event.data}
@@ -146,12 +168,11 @@ def _hand_event(
     received: dict[str, Any] = {"event_type": event.type, "event_id": event.id}
     if by is not None:
         received["by"] = by
-    entry = HistoryRow(
-        run.seq, now, "event.received", token.step, token.path, token.attempt, received
-    )
     if run.status != RunStatus.FAILED:
         run.status = RunStatus.RUNNING
-    tx.deliver_to_token(event.id, run, token, entry)
+    return HistoryRow(
+        run.seq, now, "event.received", token.step, token.path, token.attempt, received
+    )
 
 
 def _trigger(

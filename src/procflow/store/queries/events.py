@@ -16,6 +16,21 @@ from procflow.store.rows import HistoryRow, RunRow, TokenRow
 
 _INSERT_EVENT = "INSERT INTO events(id, type, keys, data, accepted_at) "
 _INSERT_DELIVERY = "INSERT INTO deliveries(event_id, run_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+# deliver_to_token's writes, each made only if the wait is taken in the same statement: the
+# wait and its token still the row versions (xmin) that waiting_runs_for_update read.
+_DELIVER_IF_SEEN = (
+    "WITH taken AS (DELETE FROM waits WHERE token_id=? AND xmin::text=? AND EXISTS "
+    "(SELECT 1 FROM tokens WHERE id=? AND xmin::text=?) RETURNING token_id), "
+    f"w0 AS ({UPDATE_TOKEN} AND EXISTS (SELECT 1 FROM taken)), "
+    f"w1 AS ({DELETE_TIMERS_OF_TOKEN} AND EXISTS (SELECT 1 FROM taken)), "
+    "w2 AS (INSERT INTO deliveries(event_id, run_id) SELECT ?::text, ?::text FROM taken "
+    "ON CONFLICT DO NOTHING), "
+    "w3 AS (INSERT INTO history(run_id, seq, at, type, step, path, attempt, data) "
+    "SELECT ?::text, ?::bigint, ?::bigint, ?::text, ?::text, ?::text, ?::bigint, ?::text "
+    "FROM taken), "
+    f"w4 AS ({SAVE_RUN} AND EXISTS (SELECT 1 FROM taken)) "
+    "SELECT token_id FROM taken"
+)
 
 
 def _key(type_: str, keys: str) -> str:
@@ -80,6 +95,25 @@ class EventQueries(Queries):
             (INSERT_HISTORY, history_values(run.id, entry)),
             (SAVE_RUN, run_values(run, None, None)),
         ])  # fmt: skip
+
+    def deliver_to_seen_token(
+        self,
+        event_id: str,
+        run: RunRow,
+        token: TokenRow,
+        entry: HistoryRow,
+        stamp: tuple[str, str],
+    ) -> bool:
+        """:meth:`deliver_to_token` and the wait's taking in one statement, for a token read
+        with its wait before its run was locked (``WaitQueries.waiting_runs_for_update``):
+        done only if neither the wait nor the token changed since (``stamp``, their row
+        versions then); False, and nothing written, if either did. PostgreSQL only."""
+        assert token.id is not None
+        params = (
+            token.id, stamp[0], token.id, stamp[1], *token_values(token), token.id,
+            event_id, run.id, *history_values(run.id, entry), *run_values(run, None, None),
+        )  # fmt: skip
+        return self.c.execute(_DELIVER_IF_SEEN, params).fetchone() is not None
 
     def prune_events(self, before: int) -> None:
         self.c.execute(

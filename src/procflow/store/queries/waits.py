@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from procflow.store.queries.base import Queries
 from procflow.store.queries.runs import RUN_COLS, run_row
@@ -10,6 +11,7 @@ from procflow.store.queries.tokens import TOKEN_COLS, token_row
 from procflow.store.rows import RunRow, TokenRow
 
 _RUN_COLS_R = ", ".join(f"r.{column.strip()}" for column in RUN_COLS.split(","))
+_TOKEN_COLS_T = ", ".join(f"t.{column.strip()}" for column in TOKEN_COLS.split(","))
 _TOKEN = f"SELECT {TOKEN_COLS} FROM tokens WHERE id="
 _TAKE_TOKEN = (
     "WITH taken AS (DELETE FROM waits WHERE token_id=? RETURNING token_id) "
@@ -18,6 +20,18 @@ _TAKE_TOKEN = (
 
 _DELETE_OF_TOKEN = "DELETE FROM waits WHERE token_id=?"
 _DELETE_OF_TOKENS = "DELETE FROM waits WHERE token_id = ANY(?::bigint[])"
+
+
+class SeenWait(NamedTuple):
+    """A wait on an event's (type, keys) as :meth:`WaitQueries.waiting_runs_for_update` found
+    it: its token's id, its run (locked, as it is now), and where the backend can tell later
+    whether they changed (PostgreSQL), the token as the statement read it and the version of
+    the two rows read (``stamp``: the wait's and the token's ``xmin``)."""
+
+    token_id: int
+    run: RunRow
+    token: TokenRow | None = None
+    stamp: tuple[str, str] | None = None
 
 
 class WaitQueries(Queries):
@@ -29,20 +43,35 @@ class WaitQueries(Queries):
             rows,
         )
 
-    def waiting_runs_for_update(self, type_: str, keys: str) -> list[tuple[int, RunRow]]:
-        """(token_id, run) of the waits on (type, keys), in token order: an indexed lookup,
-        whatever the number of waiting runs. Each run is locked until commit as
-        :meth:`run_for_update` locks it (in run id order, so two of these never deadlock), in
-        the same statement. The waits are as they were before the locks were had, so
-        :meth:`take_waiting_token` confirms them."""
-        # Only the runs (OF r): a wait is taken afterwards, under its run's lock.
-        lock = f"{self.b.for_update} OF r" if self.b.for_update else ""
+    def waiting_runs_for_update(self, type_: str, keys: str) -> list[SeenWait]:
+        """The waits on (type, keys), in token order: an indexed lookup, whatever the number of
+        waiting runs. Each run is locked until commit as :meth:`run_for_update` locks it (in
+        run id order, so two of these never deadlock), in the same statement. The waits and
+        tokens are as they were before the locks were had: :meth:`take_waiting_token`
+        confirms a wait, or on PostgreSQL the delivery's own write checks the ``stamp``
+        (``EventQueries.deliver_to_seen_token``), which saves reading the token again."""
+        if not self.b.writes_in_with:
+            rows = self.c.execute(
+                f"SELECT w.token_id, {_RUN_COLS_R} FROM waits w JOIN runs r ON r.id=w.run_id "
+                "WHERE w.type=? AND w.keys=? ORDER BY r.id, w.token_id",
+                (type_, keys),
+            ).fetchall()
+            seen = [SeenWait(int(row[0]), run_row(row[1:])) for row in rows]
+            return sorted(seen, key=lambda wait: wait.token_id)
+        # Only the runs are locked (OF r): a wait is taken afterwards, under its run's lock.
         rows = self.c.execute(
-            f"SELECT w.token_id, {_RUN_COLS_R} FROM waits w JOIN runs r ON r.id=w.run_id "
-            f"WHERE w.type=? AND w.keys=? ORDER BY r.id, w.token_id{lock}",
+            f"SELECT w.token_id, w.xmin::text, t.xmin::text, {_TOKEN_COLS_T}, {_RUN_COLS_R} "
+            "FROM waits w JOIN runs r ON r.id=w.run_id JOIN tokens t ON t.id=w.token_id "
+            f"WHERE w.type=? AND w.keys=? ORDER BY r.id, w.token_id{self.b.for_update} OF r",
             (type_, keys),
         ).fetchall()
-        return sorted(((int(row[0]), run_row(row[1:])) for row in rows), key=lambda f: f[0])
+        width = len(TOKEN_COLS.split(","))
+        seen = [
+            SeenWait(int(row[0]), run_row(row[3 + width :]), token_row(row[3 : 3 + width]),
+                     (row[1], row[2]))
+            for row in rows
+        ]  # fmt: skip
+        return sorted(seen, key=lambda wait: wait.token_id)
 
     def find_record_waits(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[int, str]]:
         """(token_id, run_id) of the record waits on any of the (type, keys) ``pairs``: one
