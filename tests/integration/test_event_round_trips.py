@@ -4,8 +4,9 @@ On PostgreSQL every statement is a round trip to another process, and on a loade
 round trips, not the SQL, are what an event costs: accepting one that resumes a waiting run
 takes six (BEGIN, the clock, the event stored under its key's lock with the deployed flows'
 versions, the waits with their runs locked and their tokens, the wait taken with the token's
-writes as one statement, NOTIFY with COMMIT). A wake-up asked for in a transaction goes with its COMMIT, so
-one rolled back is never sent, not even by the next transaction of the same store.
+writes as one statement, NOTIFY with COMMIT). A wake-up asked for in a transaction goes with
+its COMMIT, so one rolled back is never sent, not even by the next transaction of the same
+store.
 """
 
 from __future__ import annotations
