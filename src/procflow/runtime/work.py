@@ -46,10 +46,10 @@ log = logging.getLogger("procflow.worker")
 LINGER_SECONDS = 0.05
 # A worker woken while work streams in (its last claim, within BUSY_SECONDS, found several
 # runs) waits GATHER_SECONDS before it claims, so that one claim and one commit take the runs
-# that became ready meanwhile: a batch of one costs a dozen statements, a batch of ten about
-# two a run. A worker woken on a quiet system claims at once (PostgreSQL's commit_delay and
-# commit_siblings make the same trade for its WAL flushes).
-GATHER_SECONDS = 0.02
+# that became ready meanwhile: a batch of one costs a dozen statements, a batch of fifteen
+# under one a run (docs/postgresql.md, "Wake-ups"). A worker woken on a quiet system claims at
+# once (PostgreSQL's commit_delay and commit_siblings make the same trade for its WAL flushes).
+GATHER_SECONDS = 0.05
 BUSY_SECONDS = 0.1
 # Back-off after an infrastructure error (the store unreachable): doubling up to the maximum.
 BACKOFF_FIRST, BACKOFF_MAX = 0.5, 30.0
