@@ -5,8 +5,8 @@ and on PostgreSQL two of them sharing the store, the client threads spread over 
 8 threads in this process, each with its own keep-alive ``httpx.Client``; every figure is the
 requests answered per second over the phase's wall time (all threads start together), with p50
 and p99 of the per-request latency, and the rate as a ratio to ``GET /health`` measured on the
-same servers just before the phase (so the machine's speed, and the client's own cost, divide
-out).
+same servers in turns with the phase (four slices of each, alternating: the machine's speed, and
+the client's own cost, divide out, even as the speed drifts within seconds).
 
 1. ``GET /health``: the baseline.
 2. ``POST /events``, each event resuming one of N runs parked on ``wait_for`` with distinct
@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import os
 import random
 import subprocess
@@ -49,7 +50,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -80,6 +81,7 @@ EVENT = "approvals.decided"
 SECRET_KEY = "procflow-bench-secret-key-" + "k" * 24
 PARK_GROUP = 1_000  # start_flow calls per transaction while parking
 WARM_UP = 20  # requests per client thread before a phase's clock starts
+SLICES = 4  # a phase and its /health floor, measured in turns (against_health)
 
 MANIFEST = """\
 connector: approvals
@@ -325,6 +327,8 @@ class Figure:
     p99_ms: float
     server_p50_ms: float  # from the responses' Server-Timing: the server's own time
     server_p99_ms: float
+    latencies: list[float] = field(default_factory=list, repr=False)  # seconds, sorted
+    server_times: list[float] = field(default_factory=list, repr=False)  # ms, sorted
 
     @property
     def rate(self) -> float:
@@ -382,13 +386,45 @@ def load(
         worker.join()
     seconds = time.perf_counter() - started
     assert not failures, f"{label}: {len(failures)} failed, e.g. {failures[0]}"
-    ordered = sorted(x for per in latencies for x in per)
+    return figure(label, seconds, [x for per in latencies for x in per],
+                  [x for per in server_ms for x in per])  # fmt: skip
+
+
+def figure(label: str, seconds: float, latencies: list[float], server_ms: list[float]) -> Figure:
+    ordered, server = sorted(latencies), sorted(server_ms)
     p50 = ordered[len(ordered) // 2] * 1000
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
-    server = sorted(x for per in server_ms for x in per)
     server_p50 = server[len(server) // 2]
     server_p99 = server[min(len(server) - 1, int(len(server) * 0.99))]
-    return Figure(label, len(ordered), seconds, p50, p99, server_p50, server_p99)
+    return Figure(label, len(ordered), seconds, p50, p99, server_p50, server_p99, ordered, server)
+
+
+def merged(label: str, slices: list[Figure]) -> Figure:
+    """The slices of one kind as one figure: their requests over the sum of their seconds."""
+    return figure(label, sum(f.seconds for f in slices),
+                  [x for f in slices for x in f.latencies],
+                  [x for f in slices for x in f.server_times])  # fmt: skip
+
+
+def against_health(
+    label: str,
+    servers: Servers,
+    args: argparse.Namespace,
+    items: int,
+    sender: Callable[[int], Request],
+    warm: Request | None = None,
+) -> tuple[Figure, Figure]:
+    """(the phase, ``GET /health`` on the same servers), measured in :data:`SLICES` alternating
+    slices of each (``sender(first)`` sends items ``first``.. of a slice): the machine's speed
+    drifts by a fifth within seconds here, and the ratio of the two is only worth something if
+    both saw the same machine."""
+    phase: list[Figure] = []
+    floor: list[Figure] = []
+    bounds = [items * k // SLICES for k in range(SLICES + 1)]
+    for low, high in itertools.pairwise(bounds):
+        floor.append(load("GET /health", servers, args.threads, args.requests // SLICES, health))
+        phase.append(load(label, servers, args.threads, high - low, sender(low), warm))
+    return merged(label, phase), merged("GET /health", floor)
 
 
 def health(client: httpx.Client, base: str, item: int) -> httpx.Response:
@@ -450,16 +486,19 @@ def bench_backend(backend: Backend, args: argparse.Namespace) -> list[tuple[Figu
             print(f"  parked {top - parked:,} runs in {seconds:.1f} s; {waiting:,} waiting")
             sent = min(args.requests, waiting)
             first = random.Random(n).randrange(parked, top - sent + 1)  # only runs still waiting
-            base = floor(servers, args)
-            figure = load(f"POST /events (N = {waiting:,})", servers, args.threads, sent,
-                          event_sender(first), warm=unmatched_event)  # fmt: skip
-            out.append((figure, base))
-            say(figure, base, target=0.4)
+            events, base = against_health(
+                f"POST /events (N = {waiting:,})", servers, args, sent,
+                lambda low, first=first: event_sender(first + low), warm=unmatched_event,
+            )  # fmt: skip
+            out.append((events, base))
+            say(base, base)
+            say(events, base, target=0.4)
             parked, resumed = top, resumed + sent
-        base = floor(servers, args)
-        figure = load("POST /flows/{name}/runs", servers, args.threads, args.requests, start_quick)
-        out.append((figure, base))
-        say(figure, base)
+        starts, base = against_health("POST /flows/{name}/runs", servers, args, args.requests,
+                                      lambda low: start_quick)  # fmt: skip
+        out.append((starts, base))
+        say(base, base)
+        say(starts, base)
     finally:
         servers.stop()
     many = backend.new_store("runs")
