@@ -22,7 +22,9 @@ import pytest
 from procflow.errors import UsageError
 from procflow.runtime.engine import Engine
 from procflow.runtime.grouping import TxGroup
-from procflow.store.store import Store
+from procflow.store.queries.waits import SeenWait
+from procflow.store.rows import HistoryRow
+from procflow.store.store import Store, Tx
 
 MANIFEST = """\
 connector: desk
@@ -115,6 +117,74 @@ def test_an_event_resumes_a_run_in_few_statements(engine: Engine, backend: str) 
     assert engine.send_event("desk.decided", {"key": "a"}, "e-2")["resumed"] == []
     assert engine.send_event("desk.decided", {"key": "b"}, "e-1")["duplicate"] is True
     assert engine.show(runs[1])["status"] == "waiting"
+
+
+def seqs(engine: Engine, run_id: str) -> list[int]:
+    return [entry.seq for entry in engine.store.read().history(run_id)]
+
+
+def test_a_wait_read_before_it_changed_is_read_again_and_delivered_once(
+    engine: Engine, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL the statement locking the runs reads their tokens from the snapshot it
+    began with, and the write that takes the wait checks they are still the row versions read.
+    Every stamp made stale, as if another transaction had changed the rows between the read and
+    the lock: the event still reaches the run once, read again under the run's lock, its
+    history numbered without a gap (the run's row is as it was before the refused write)."""
+    run = engine.start_flow("awaiting", {"k": "a"})
+    engine.work()
+    read = Tx.waiting_runs_for_update
+    stamps: list[Any] = []
+
+    def stale(tx: Tx, type_: str, keys: str) -> list[SeenWait]:
+        waits = read(tx, type_, keys)
+        stamps.extend(wait.stamp for wait in waits)
+        return [w._replace(stamp=("0", "0")) if w.stamp else w for w in waits]
+
+    monkeypatch.setattr(Tx, "waiting_runs_for_update", stale)
+    got = engine.send_event("desk.decided", {"key": "a"}, "e-1")
+
+    assert got["resumed"] == [run]
+    assert len(stamps) == 1 and (stamps[0] is not None) is (backend == "postgresql")
+    engine.work()
+    shown = engine.show(run)
+    assert (shown["status"], shown["output"]) == ("completed", "received")
+    numbers = seqs(engine, run)
+    assert numbers == list(range(1, len(numbers) + 1))
+    assert engine.send_event("desk.decided", {"key": "a"}, "e-2")["resumed"] == []
+
+
+def test_the_write_refuses_a_wait_or_token_that_changed_since_it_was_read(
+    engine: Engine, backend: str
+) -> None:
+    """The one-statement delivery itself: a stale wait or a stale token writes nothing (the
+    wait stays, the token waits, no history); the stamps as read write it all. SQLite has one
+    writer: nothing to compare, the token is read with its wait taken."""
+    run = engine.start_flow("awaiting", {"k": "a"})
+    engine.work()
+    store = engine.store
+    with store.tx() as tx:
+        (seen,) = tx.waiting_runs_for_update("desk.decided", '["a"]')
+    if backend == "sqlite":
+        assert (seen.token, seen.stamp) == (None, None)
+        return
+    assert seen.token is not None and seen.stamp is not None
+    wait_xmin, token_xmin = seen.stamp
+    before = seqs(engine, run)
+    entry = HistoryRow(seen.run.seq + 1, 0, "event.received", "decision", "", 0, {})
+    for stamp in ((str(int(wait_xmin) + 1), token_xmin), (wait_xmin, str(int(token_xmin) + 1))):
+        with store.tx() as tx:
+            assert not tx.deliver_to_seen_token("e-x", seen.run, seen.token, entry, stamp)
+        assert seqs(engine, run) == before
+        assert store.read().tokens(run)[0].state == "waiting"
+        with store.tx() as tx:
+            waiting = tx.waiting_runs_for_update("desk.decided", '["a"]')
+        assert [w.token_id for w in waiting] == [seen.token_id]
+    with store.tx() as tx:
+        assert tx.deliver_to_seen_token("e-x", seen.run, seen.token, entry, seen.stamp)
+    assert seqs(engine, run) == [*before, entry.seq]
+    with store.tx() as tx:
+        assert tx.waiting_runs_for_update("desk.decided", '["a"]') == []
 
 
 def held_batches(monkeypatch: pytest.MonkeyPatch, calls: int) -> list[int]:
