@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -114,7 +113,7 @@ async def answer(endpoint: Endpoint, request: Request, state: ServerState) -> Re
         actor = ADMINISTRATOR if endpoint.public else state.authenticate(request.headers)
         refuse_nul(request)
         body = await read_body(request)
-        return await run_in_threadpool(_call, endpoint, request, body, actor, state)
+        return await state.engines.call(_call, endpoint, request, body, actor, state)
     except Problem as problem:
         return problem_response(problem)
 

@@ -4,10 +4,14 @@ threads)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import functools
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from procflow.config import Config
 from procflow.runtime.engine import Engine
@@ -20,10 +24,20 @@ __all__ = ["LOCAL", "Engines", "ServerState"]
 
 # Without a token table the server listens on loopback only and every caller is this user.
 LOCAL = Actor("local", frozenset({"admin"}))
+# The threads that run the handlers, each with its engine for the life of the process: half of
+# the 32 connections a process's PostgreSQL pool holds (the worker, its heartbeat and its slot
+# threads take theirs from it too). A pool of the server's own, not AnyIO's: AnyIO retires a
+# thread idle for 10 s and starts a new one for the next burst, and each new thread opened an
+# engine of its own while the retired one's stayed open: after a few bursts the pool was dry
+# and every request waited 30 s for a connection, then failed.
+REQUEST_THREADS = 16
+
+_T = TypeVar("_T")
 
 
 class Engines:
-    """An engine per thread, opened on first use and closed with the server."""
+    """The request threads, and an engine per thread, opened on first use and closed with the
+    server."""
 
     def __init__(self, url: str, project_dir: str | None, environ: Mapping[str, str]) -> None:
         self.url = url
@@ -33,6 +47,20 @@ class Engines:
         self._all: list[Engine] = []
         self._lock = threading.Lock()
         self._writes = TxGroup()  # the request threads' user calls share transactions
+        self._threads = ThreadPoolExecutor(REQUEST_THREADS, thread_name_prefix="procflow-request")
+
+    async def call(self, function: Callable[..., _T], *args: Any) -> _T:
+        """``function(*args)`` on a request thread (where :meth:`get` is this thread's
+        engine), in the caller's context (its trace, its log fields)."""
+        context = contextvars.copy_context()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._threads, context.run, function, *args)
+
+    @property
+    def opened(self) -> int:
+        """How many engines are open: at most one per request thread."""
+        with self._lock:
+            return len(self._all)
 
     def get(self) -> Engine:
         engine: Engine | None = getattr(self._local, "engine", None)
@@ -47,6 +75,7 @@ class Engines:
         return engine
 
     def close(self) -> None:
+        self._threads.shutdown(wait=True)
         with self._lock:
             engines, self._all = self._all, []
         for engine in engines:

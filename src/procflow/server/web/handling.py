@@ -20,7 +20,6 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
@@ -136,7 +135,7 @@ async def _answer(ui: WebUi, request: Request, handler: Handler, public: bool) -
                 )
     except Problem as problem:
         return error_page(shown, problem.status, problem.detail)
-    return await run_in_threadpool(_call, handler, call)
+    return await ui.state.engines.call(_call, handler, call)
 
 
 def _session(ui: WebUi, request: Request) -> Session | None:
