@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from event_projects import deploy_text, events_project
 
 from procflow.model.ir import Flow
 from procflow.runtime.catalog import Catalog
@@ -46,9 +47,7 @@ class Two:
         self.b = Engine.virtual(url, environ=dict(env), project_dir=str(project))
 
     def deploy(self, engine: Engine, name: str) -> None:
-        path = self.project / f"{name}.flow.yaml"
-        path.write_text(triggered(name))
-        engine.deploy(str(path))
+        deploy_text(engine, self.project, triggered(name))
 
     def started_flows(self, report: dict[str, object]) -> list[str]:
         started = report["started"]
@@ -58,12 +57,7 @@ class Two:
 
 @pytest.fixture
 def two(tmp_path: Path, db_url: str, db_env: dict[str, str]) -> Iterator[Two]:
-    project = tmp_path / "project"
-    shop = project / "connectors" / "shop"
-    shop.mkdir(parents=True)
-    (shop / "manifest.yaml").write_text(MANIFEST)
-    (shop / "__init__.py").write_text('"""Events only."""\n')
-    pair = Two(project, db_url, db_env)
+    pair = Two(events_project(tmp_path, "shop", MANIFEST), db_url, db_env)
     try:
         yield pair
     finally:

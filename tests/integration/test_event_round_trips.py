@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from event_projects import deploy_text, events_project
 
 from procflow.errors import UsageError
 from procflow.runtime.engine import Engine
@@ -79,14 +80,10 @@ class Counting:
 
 @pytest.fixture
 def engine(tmp_path: Path, db_url: str, db_env: dict[str, str]) -> Iterator[Engine]:
-    project = tmp_path / "project"
-    (project / "connectors" / "desk").mkdir(parents=True)
-    (project / "connectors" / "desk" / "manifest.yaml").write_text(MANIFEST)
-    (project / "connectors" / "desk" / "__init__.py").write_text("")
-    (project / "awaiting.flow.yaml").write_text(FLOW)
+    project = events_project(tmp_path, "desk", MANIFEST)
     eng = Engine.virtual(db_url, environ=dict(db_env))
     try:
-        eng.deploy(str(project / "awaiting.flow.yaml"))
+        deploy_text(eng, project, FLOW)
         yield eng
     finally:
         eng.close()

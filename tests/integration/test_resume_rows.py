@@ -7,13 +7,13 @@ one statement, and a failed run keeps them (``runs retry`` resumes from them).
 
 from __future__ import annotations
 
-import textwrap
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from event_projects import deploy_text, events_project
 
 from procflow.runtime.engine import Engine
 from procflow.runtime.flow_state import INPUTS
@@ -76,17 +76,10 @@ output: "{{ each | length }}"
 
 @pytest.fixture
 def engine(tmp_path: Path, db_url: str, db_env: dict[str, str]) -> Iterator[Engine]:
-    project = tmp_path / "project"
-    desk = project / "connectors" / "desk"
-    desk.mkdir(parents=True)
-    (desk / "manifest.yaml").write_text(MANIFEST)
-    (desk / "__init__.py").write_text('"""Events only."""\n')
+    project = events_project(tmp_path, "desk", MANIFEST)
     eng = Engine.virtual(db_url, environ=dict(db_env), project_dir=str(project))
     for text in (QUIET, NAMING, LOOPING):
-        name = text.split("\n", 1)[0].removeprefix("flow: ")
-        path = project / f"{name}.flow.yaml"
-        path.write_text(textwrap.dedent(text))
-        eng.deploy(str(path))
+        deploy_text(eng, project, text)
     try:
         yield eng
     finally:

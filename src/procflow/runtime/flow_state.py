@@ -132,18 +132,18 @@ class FlowEnv(dict[str, Any]):
         self._inputs, self._input_names = inputs, input_names
 
     def __contains__(self, key: object) -> bool:
-        if dict.__contains__(self, key):
-            return True
-        if key in self._input_names and self._load_inputs() and dict.__contains__(self, key):
-            return True
-        return key in self.known
+        return dict.__contains__(self, key) or self._loaded(key) or key in self.known
 
     def __missing__(self, key: str) -> Any:
-        if key in self._input_names and self._load_inputs() and dict.__contains__(self, key):
+        if self._loaded(key):
             return dict.__getitem__(self, key)
         if key in self.known:
             return None
         raise KeyError(key)
+
+    def _loaded(self, key: object) -> bool:
+        """Whether ``key``, not bound yet, is an input now bound by loading the inputs."""
+        return key in self._input_names and self._load_inputs() and dict.__contains__(self, key)
 
     def _load_inputs(self) -> bool:
         """Add the inputs under every name no binding has taken; False once done before."""
