@@ -28,6 +28,9 @@ class FakeStore:
         self.rolled_back = 0
         self.fail_commit: Exception | None = None
         self._local = threading.local()
+        self._count = threading.Lock()
+        self.open_now = 0
+        self.most_open = 0  # transactions open at once, at most
 
     @property
     def in_tx(self) -> bool:
@@ -39,6 +42,9 @@ class FakeStore:
             yield self._local.open
             return
         self._local.open = tx = Tx()
+        with self._count:
+            self.open_now += 1
+            self.most_open = max(self.most_open, self.open_now)
         try:
             yield tx
             if self.fail_commit is not None:
@@ -50,6 +56,8 @@ class FakeStore:
             self.committed.append(tx.writes)
         finally:
             self._local.open = None
+            with self._count:
+                self.open_now -= 1
 
 
 class Host:
@@ -234,3 +242,41 @@ def test_a_batch_does_its_calls_in_the_order_they_lock_in(
     gate.set()
     callers.join()
     assert store.committed == [["first"], ["a", "a2", "b", "c"]]  # arrival order within a key
+
+
+def test_many_threads_calls_are_each_done_once_one_batch_at_a_time(store: FakeStore) -> None:
+    """12 threads of 40 calls each, a seventh of them failing, batches overlapping in time."""
+    group, host = TxGroup(), Host(store)
+    results: dict[str, Any] = {}
+
+    def caller(t: int) -> None:
+        for n in range(40):
+            name = f"{t}-{n}"
+
+            def work(host: Any, tx: Tx, name: str = name, n: int = n) -> str:
+                tx.writes.append(name)
+                time.sleep(0.0002 * (n % 3))  # others queue meanwhile
+                if n % 7 == 3:
+                    raise ValueError(name)
+                return f"{name} done"
+
+            try:
+                results[name] = group.run(host, work, order=str(n % 5))
+            except ValueError as exc:
+                results[name] = exc
+
+    threads = [threading.Thread(target=caller, args=(t,)) for t in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+        assert not thread.is_alive()
+    kept = [w for writes in store.committed for w in writes]
+    failing = {name for name, result in results.items() if isinstance(result, ValueError)}
+    assert len(results) == 12 * 40 and len(failing) == 12 * 6
+    assert sorted(kept) == sorted(set(results) - failing)  # each done and kept once
+    assert all(results[name] == f"{name} done" for name in kept)
+    assert all(store.committed)  # no empty transaction
+    assert store.most_open == 1
+    assert max(map(len, store.committed)) > 1  # calls did share transactions
+    assert not group._leading and not group._queue
