@@ -1,9 +1,9 @@
 """A worker woken while work streams in gathers for a moment before it claims.
 
-Its last claim (within ``BUSY_SECONDS``) found several runs: it waits ``GATHER_SECONDS`` after a
-wake-up, so its next claim and commit take what became ready meanwhile. Woken when its last
-claim found one run, or not woken at all (the wait ran out), it claims at once: a quiet
-system's resumptions are not delayed.
+Its last claim (within ``BUSY_SECONDS``) found several runs: it waits after a wake-up, 10 ms for
+each of them up to 150 ms, so its next claim and commit take what became ready meanwhile. Woken
+when its last claim found one run, or not woken at all (the wait ran out), it claims at once: a
+quiet system's resumptions are not delayed.
 """
 
 from __future__ import annotations
@@ -48,15 +48,20 @@ def woken_idle(engine: Engine, monkeypatch: pytest.MonkeyPatch, woken: bool) -> 
     engine.loop.idle(threading.Event())
 
 
-@pytest.mark.parametrize("runs", [1, 3])
-def test_a_woken_worker_gathers_only_after_a_claim_of_several_runs(
-    engine: Engine, sleeps: list[float], monkeypatch: pytest.MonkeyPatch, runs: int
+@pytest.mark.parametrize(("runs", "gather"), [(1, None), (3, 0.03), (14, 0.14), (40, 0.15)])
+def test_a_woken_worker_gathers_only_after_a_claim_of_several_runs_the_longer_the_more(
+    engine: Engine,
+    sleeps: list[float],
+    monkeypatch: pytest.MonkeyPatch,
+    runs: int,
+    gather: float | None,
 ) -> None:
+    """10 ms for each run the last claim found, at most 150 ms."""
     for _ in range(runs):
         engine.start_flow("tick", {})
     assert engine.loop.work_batch() > 0
     woken_idle(engine, monkeypatch, woken=True)
-    assert sleeps == ([work.GATHER_SECONDS] if runs > 1 else [])
+    assert sleeps == ([] if gather is None else [pytest.approx(gather)])
 
 
 def test_a_wait_that_ran_out_claims_at_once(

@@ -45,14 +45,24 @@ log = logging.getLogger("procflow.worker")
 # commits stay grouped while a slow attempt does not hold back the others' commits.
 LINGER_SECONDS = 0.05
 # A worker woken while work streams in (its last claim, within BUSY_SECONDS, found several
-# runs) waits GATHER_SECONDS before it claims, so that one claim and one commit take the runs
-# that became ready meanwhile: a batch of one costs a dozen statements, a batch of fifteen
-# under one a run (docs/postgresql.md, "Wake-ups"). A worker woken on a quiet system claims at
-# once (PostgreSQL's commit_delay and commit_siblings make the same trade for its WAL flushes).
-GATHER_SECONDS = 0.05
-BUSY_SECONDS = 0.1
+# runs) waits before it claims, so that one claim and one commit take the runs that became
+# ready meanwhile: a batch of one costs a dozen statements, a batch of thirty a third of one a
+# run (docs/postgresql.md, "Wake-ups"). It waits GATHER_PER_RUN_SECONDS for each run its last
+# claim found, up to GATHER_MAX_SECONDS: a trickle of a few runs is hardly delayed, a stream
+# soon gathers for the longest. A worker woken on a quiet system claims at once (PostgreSQL's
+# commit_delay and commit_siblings make the same trade for its WAL flushes). BUSY_SECONDS is
+# twice the longest gather: a claim after a gather still counts as streaming.
+GATHER_PER_RUN_SECONDS = 0.01
+GATHER_MAX_SECONDS = 0.15
+BUSY_SECONDS = 0.3
 # Back-off after an infrastructure error (the store unreachable): doubling up to the maximum.
 BACKOFF_FIRST, BACKOFF_MAX = 0.5, 30.0
+
+
+def gather_seconds(claimed: int) -> float:
+    """How long a worker woken while work streams in waits before it claims, its last claim
+    having found ``claimed`` runs."""
+    return min(GATHER_MAX_SECONDS, GATHER_PER_RUN_SECONDS * claimed)
 
 
 class WorkLoop:
@@ -88,6 +98,7 @@ class WorkLoop:
         self.transitions = 0  # committed by this loop, whichever driver thread committed them
         self.claim_was_full = False  # the last claim took a full batch: there may be more
         self.streaming_at = -BUSY_SECONDS  # monotonic time a claim last found several runs
+        self.streamed = 0  # how many runs that claim found
 
     def adopt_driver_thread(self) -> None:
         """The calling thread drives this loop from now on (see ``Advancer.adopt_thread``)."""
@@ -162,7 +173,7 @@ class WorkLoop:
             wait = min(wait, max(0.0, (expiry - system_now()) / 1_000_000 + 0.01))
         woken = self.store.wait_for_wakeup(wait, stop)
         if woken and time.monotonic() - self.streaming_at < BUSY_SECONDS:
-            _sleep(stop, GATHER_SECONDS)
+            _sleep(stop, gather_seconds(self.streamed))
 
     def work_batch(
         self, stop: threading.Event | None = None, watchdog: Watchdog | None = None
@@ -178,7 +189,7 @@ class WorkLoop:
         if not claimed:
             return fired
         if len(claimed) > 1:
-            self.streaming_at = time.monotonic()
+            self.streaming_at, self.streamed = time.monotonic(), len(claimed)
         log.debug("claimed %d runs", len(claimed), extra={"worker": self.lease.owner})
         faults.point("after_claim")  # leases taken, nothing run: they must expire elsewhere
         held = [r.id for r in claimed]
