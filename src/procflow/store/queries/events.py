@@ -8,14 +8,15 @@ from typing import Any
 from procflow.store.codec import dumps
 from procflow.store.queries.base import Queries
 from procflow.store.queries.definitions import LATEST_ENABLED_FLOWS, flow_version_ids
-from procflow.store.queries.history import INSERT_HISTORY, history_values
+from procflow.store.queries.history import INSERT_HISTORY, INTO_HISTORY, history_values
 from procflow.store.queries.runs import SAVE_RUN, run_values
 from procflow.store.queries.timers import DELETE_TIMERS_OF_TOKEN
 from procflow.store.queries.tokens import UPDATE_TOKEN, token_values
 from procflow.store.rows import HistoryRow, RunRow, TokenRow
 
 _INSERT_EVENT = "INSERT INTO events(id, type, keys, data, accepted_at) "
-_INSERT_DELIVERY = "INSERT INTO deliveries(event_id, run_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+_INTO_DELIVERIES = "INSERT INTO deliveries(event_id, run_id) "
+_INSERT_DELIVERY = f"{_INTO_DELIVERIES}VALUES (?, ?) ON CONFLICT DO NOTHING"
 # deliver_to_token's writes, each made only if the wait is taken in the same statement: the
 # wait and its token still the row versions (xmin) that waiting_runs_for_update read.
 _DELIVER_IF_SEEN = (
@@ -23,11 +24,10 @@ _DELIVER_IF_SEEN = (
     "(SELECT 1 FROM tokens WHERE id=? AND xmin::text=?) RETURNING token_id), "
     f"w0 AS ({UPDATE_TOKEN} AND EXISTS (SELECT 1 FROM taken)), "
     f"w1 AS ({DELETE_TIMERS_OF_TOKEN} AND EXISTS (SELECT 1 FROM taken)), "
-    "w2 AS (INSERT INTO deliveries(event_id, run_id) SELECT ?::text, ?::text FROM taken "
+    f"w2 AS ({_INTO_DELIVERIES}SELECT ?::text, ?::text FROM taken "
     "ON CONFLICT DO NOTHING), "
-    "w3 AS (INSERT INTO history(run_id, seq, at, type, step, path, attempt, data) "
-    "SELECT ?::text, ?::bigint, ?::bigint, ?::text, ?::text, ?::text, ?::bigint, ?::text "
-    "FROM taken), "
+    f"w3 AS ({INTO_HISTORY}SELECT ?::text, ?::bigint, ?::bigint, ?::text, ?::text, ?::text, "
+    "?::bigint, ?::text FROM taken), "
     f"w4 AS ({SAVE_RUN} AND EXISTS (SELECT 1 FROM taken)) "
     "SELECT token_id FROM taken"
 )

@@ -9,14 +9,12 @@ from procflow.store.codec import loads, none_or_dumps
 from procflow.store.queries.base import Queries
 from procflow.store.rows import HistoryRow
 
-INSERT_HISTORY = (
-    "INSERT INTO history(run_id, seq, at, type, step, path, attempt, data) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
+# The columns history_values() gives, in its order: every insert of an entry starts so.
+INTO_HISTORY = "INSERT INTO history(run_id, seq, at, type, step, path, attempt, data) "
+INSERT_HISTORY = f"{INTO_HISTORY}VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 _INSERT_ARRAYS = (
-    "INSERT INTO history(run_id, seq, at, type, step, path, attempt, data) "
-    "SELECT * FROM unnest(?::text[], ?::bigint[], ?::bigint[], ?::text[], ?::text[], "
-    "?::text[], ?::bigint[], ?::text[])"
+    f"{INTO_HISTORY}SELECT * FROM unnest(?::text[], ?::bigint[], ?::bigint[], ?::text[], "
+    "?::text[], ?::text[], ?::bigint[], ?::text[])"
 )
 
 
