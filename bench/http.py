@@ -29,6 +29,12 @@ Before a phase's clock starts, each client thread sends 20 requests of the phase
 event phase, events no run waits for): the servers' request threads open their engines and
 prepare their statements then, not inside the measured seconds.
 
+Under each figure, where the CPU of its measured seconds went (``bench/figures.py``, from
+``/proc``): milliseconds a request for the clients, the servers and, on PostgreSQL, the database
+(every ``postgres`` process of this machine), each also as a multiple of the clients', and the
+share of the machine that stood idle. ``/health`` is bounded by the clients (a third of the
+machine idle); an event phase by the CPU of all three.
+
 Run: ``.venv/bin/python bench/http.py [--backends sqlite,postgresql] [--n 1000,100000]
 [--runs 1000000] [--requests 2000] [--threads 8] [--no-worker] [--pg URL]``. PostgreSQL is the
 server at ``--pg`` (default ``$PROCFLOW_BENCH_PG``, else
@@ -52,7 +58,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -72,11 +78,14 @@ def _sibling(name: str) -> Any:
     spec = importlib.util.spec_from_file_location(f"bench_{name}", _BENCH / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a dataclass looks its module up while it is being made
     spec.loader.exec_module(module)
     return module
 
 
 _throughput = _sibling("throughput")
+_figures = _sibling("figures")
+Figure, figure, merged, say = _figures.Figure, _figures.figure, _figures.merged, _figures.say
 procflow_bin, worker_env = _throughput.procflow_bin, _throughput.worker_env
 
 EVENT = "approvals.decided"
@@ -302,6 +311,7 @@ class Servers:
     def __init__(self, url: str, project: Path, count: int, flags: tuple[str, ...] = ()) -> None:
         env = environment(project.parent)
         command = [*procflow_bin(), "serve", "--port", "0", "--db", url, "--project", str(project)]
+        self.database = url.startswith("postgresql")  # its CPU is counted (figures.py)
         self.processes = [
             subprocess.Popen(
                 [*command, *flags],
@@ -333,23 +343,6 @@ class Servers:
 Request = Callable[["httpx.Client", str, int], "httpx.Response"]  # (client, base URL, item)
 
 
-@dataclass
-class Figure:
-    label: str
-    requests: int
-    seconds: float
-    p50_ms: float
-    p99_ms: float
-    server_p50_ms: float  # from the responses' Server-Timing: the server's own time
-    server_p99_ms: float
-    latencies: list[float] = field(default_factory=list, repr=False)  # seconds, sorted
-    server_times: list[float] = field(default_factory=list, repr=False)  # ms, sorted
-
-    @property
-    def rate(self) -> float:
-        return self.requests / self.seconds
-
-
 def load(
     label: str,
     servers: Servers,
@@ -367,7 +360,8 @@ def load(
     latencies: list[list[float]] = [[] for _ in range(threads)]
     server_ms: list[list[float]] = [[] for _ in range(threads)]
     failures: list[str] = []
-    barrier = threading.Barrier(threads + 1)
+    warmed = threading.Barrier(threads + 1)  # every thread warmed up: the counters are read
+    go = threading.Event()  # then the threads are let go
 
     import httpx
 
@@ -382,7 +376,8 @@ def load(
                         failures.append(f"warm-up: {answer.status_code} {answer.text[:200]}")
             except Exception as exc:  # reported below; the other threads must not wait for it
                 failures.append(f"warm-up: {exc!r}")
-            barrier.wait()
+            warmed.wait()
+            go.wait()
             for item in range(t, items, threads):
                 started = time.perf_counter()
                 answer = send(client, base, item)
@@ -395,30 +390,19 @@ def load(
     workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
     for worker in workers:
         worker.start()
-    barrier.wait()
+    warmed.wait()
+    # Read before the threads are let go: once they run, this thread waits for the GIL at every
+    # file it reads in /proc, and the clock would start late.
+    meter = _figures.Meter([p.pid for p in servers.processes], servers.database)
     started = time.perf_counter()
+    go.set()
     for worker in workers:
         worker.join()
     seconds = time.perf_counter() - started
+    split = meter.stop()
     assert not failures, f"{label}: {len(failures)} failed, e.g. {failures[0]}"
     return figure(label, seconds, [x for per in latencies for x in per],
-                  [x for per in server_ms for x in per])  # fmt: skip
-
-
-def figure(label: str, seconds: float, latencies: list[float], server_ms: list[float]) -> Figure:
-    ordered, server = sorted(latencies), sorted(server_ms)
-    p50 = ordered[len(ordered) // 2] * 1000
-    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
-    server_p50 = server[len(server) // 2]
-    server_p99 = server[min(len(server) - 1, int(len(server) * 0.99))]
-    return Figure(label, len(ordered), seconds, p50, p99, server_p50, server_p99, ordered, server)
-
-
-def merged(label: str, slices: list[Figure]) -> Figure:
-    """The slices of one kind as one figure: their requests over the sum of their seconds."""
-    return figure(label, sum(f.seconds for f in slices),
-                  [x for f in slices for x in f.latencies],
-                  [x for f in slices for x in f.server_times])  # fmt: skip
+                  [x for per in server_ms for x in per], split)  # fmt: skip
 
 
 def against_health(
@@ -546,25 +530,6 @@ def floor(servers: Servers, args: argparse.Namespace) -> Figure:
     base = load("GET /health", servers, args.threads, args.requests, health)
     say(base, base)
     return base
-
-
-def say(
-    figure: Figure, base: Figure, target: float | None = None, p50_under_ms: float | None = None
-) -> None:
-    ratio = figure.rate / base.rate
-    verdict = ""
-    if target is not None:
-        verdict = f"  (target >= {target:.0%}: {'met' if ratio >= target else 'MISSED'})"
-    if p50_under_ms is not None:
-        met = figure.server_p50_ms < p50_under_ms
-        verdict = f"  (target server p50 < {p50_under_ms:g} ms: {'met' if met else 'MISSED'})"
-    print(
-        f"  {figure.label:<40} {figure.rate:8,.0f} req/s  {ratio:6.0%} of /health  "
-        f"p50 {figure.p50_ms:6.2f} ms  p99 {figure.p99_ms:7.2f} ms  "
-        f"server p50 {figure.server_p50_ms:5.2f} ms p99 {figure.server_p99_ms:6.2f} ms  "
-        f"({figure.requests:,} in {figure.seconds:.1f} s){verdict}",
-        flush=True,
-    )
 
 
 def main() -> None:
