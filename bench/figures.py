@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -31,9 +31,10 @@ class Split:
     wall: float = 0.0
 
     def __add__(self, other: Split) -> Split:
-        return Split(self.clients + other.clients, self.servers + other.servers,
-                     self.database + other.database, self.idle + other.idle,
-                     self.wall + other.wall)  # fmt: skip
+        return Split(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+    def __sub__(self, other: Split) -> Split:
+        return Split(*(a - b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
     def describe(self, requests: int) -> str:
         per = 1000 / requests
@@ -77,10 +78,10 @@ class Meter:
     then: each phase is warmed up)."""
 
     def __init__(self, server_pids: list[int], database: bool) -> None:
-        self.available = (_PROC / "stat").exists()
+        available = (_PROC / "stat").exists()
         self.server_pids = server_pids
-        self.database_pids = _database_pids() if database and self.available else []
-        self.start = self._now() if self.available else None
+        self.database_pids = _database_pids() if database and available else []
+        self.start = self._now() if available else None
 
     def _now(self) -> Split:
         return Split(
@@ -92,21 +93,12 @@ class Meter:
         )
 
     def stop(self) -> Split | None:
-        if self.start is None:
-            return None
-        now, start = self._now(), self.start
-        return Split(now.clients - start.clients, now.servers - start.servers,
-                     now.database - start.database, now.idle - start.idle,
-                     now.wall - start.wall)  # fmt: skip
+        return None if self.start is None else self._now() - self.start
 
 
 def _added(splits: list[Split | None]) -> Split | None:
-    total = Split()
-    for split in splits:
-        if split is None:
-            return None
-        total = total + split
-    return total
+    known = [split for split in splits if split is not None]
+    return sum(known, Split()) if len(known) == len(splits) else None
 
 
 # --- figures ----------------------------------------------------------------------------------
