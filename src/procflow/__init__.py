@@ -8,7 +8,7 @@ from procflow.errors import NonRetryableError, ProcflowError
 
 if TYPE_CHECKING:
     from procflow.api import Engine
-    from procflow.runtime.context import KeptMessage, StepContext
+    from procflow.runtime.interpret.context import KeptMessage, StepContext
 
 __all__ = ["Engine", "KeptMessage", "NonRetryableError", "ProcflowError", "StepContext"]
 __version__ = "0.1.0"
@@ -22,7 +22,7 @@ def __getattr__(name: str) -> Any:
 
         return Engine
     if name in ("StepContext", "KeptMessage"):
-        from procflow.runtime import context
+        from procflow.runtime.interpret import context
 
         return getattr(context, name)
     raise AttributeError(f"module 'procflow' has no attribute {name!r}")

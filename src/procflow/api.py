@@ -24,9 +24,9 @@ from types import TracebackType
 from typing import Any, Self
 
 from procflow.runtime import engine as _runtime
-from procflow.runtime import retention
-from procflow.runtime.deploy import Deployed
-from procflow.runtime.identity import Actor
+from procflow.runtime.data.identity import Actor
+from procflow.runtime.definitions.deploy import Deployed
+from procflow.runtime.operations import retention
 from procflow.store.rows import RunRow
 
 __all__ = ["Actor", "Engine", "Events", "Records", "Runs", "Tasks"]

@@ -30,10 +30,10 @@ def warm_up() -> None:
 
     import procflow.cli
     import procflow.cli.runs  # the worker command: the CLI imports its commands lazily
+    import procflow.runtime.commands.worker
     import procflow.runtime.engine
-    import procflow.runtime.worker
     import procflow.store.pg
-    from procflow.runtime.secrets import load_cipher
+    from procflow.runtime.data.secrets import load_cipher
 
     del procflow, psycopg_pool  # imported for their side effect: loaded modules
     load_cipher("postgresql://warm-up", {"PROCFLOW_SECRET_KEY": "w" * 32})  # loads cryptography

@@ -12,7 +12,7 @@ import pytest
 from event_projects import deploy_text, events_project
 
 from procflow.model.ir import Flow
-from procflow.runtime.catalog import Catalog
+from procflow.runtime.definitions.catalog import Catalog
 from procflow.runtime.engine import Engine
 from procflow.store.store import Tx
 

@@ -22,7 +22,7 @@ from event_projects import deploy_text, events_project
 
 from procflow.errors import UsageError
 from procflow.runtime.engine import Engine
-from procflow.runtime.grouping import TxGroup
+from procflow.runtime.operations.grouping import TxGroup
 from procflow.store.queries.waits import SeenWait
 from procflow.store.rows import HistoryRow
 from procflow.store.store import Store, Tx

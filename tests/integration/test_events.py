@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from procflow.errors import EventError, UsageError
+from procflow.runtime.data.events import envelope
 from procflow.runtime.engine import Engine
-from procflow.runtime.events import envelope
 
 # The seed's `approval` step, verbatim (flow-waiting-and-polling.txt).
 SEED_APPROVAL = """\

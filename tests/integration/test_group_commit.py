@@ -59,7 +59,7 @@ def test_a_lost_lease_or_a_cancel_mid_batch_leaves_that_run_alone(
         else:
             other.cancel(cancelled)
 
-    from procflow.runtime.delegates import load_attr
+    from procflow.runtime.interpret.delegates import load_attr
 
     module = load_attr(str(project), "custom", "Step").__globals__
     module["HOOK"] = hook

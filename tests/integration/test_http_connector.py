@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 import pytest
 
 from procflow.errors import ActionTimeout, HttpRequestError, HttpStatusError, NonRetryableError
-from procflow.model.registry import ConnectorRegistry
-from procflow.runtime.actions import call_action, check_args, load_action
-from procflow.runtime.context import StepContext, step_logger
+from procflow.model.connectors.registry import ConnectorRegistry
+from procflow.runtime.interpret.actions import call_action, check_args, load_action
+from procflow.runtime.interpret.context import StepContext, step_logger
 
 
 class Handler(BaseHTTPRequestHandler):

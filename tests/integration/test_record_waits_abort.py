@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from procflow.runtime.engine import Engine
-from procflow.runtime.views import why_waiting
+from procflow.runtime.operations.views import why_waiting
 from procflow.store.store import Tx
 
 APP = """\

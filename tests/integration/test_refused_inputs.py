@@ -21,8 +21,8 @@ import pytest
 
 from procflow import api
 from procflow.errors import EventError, InputError, RecordError, TaskError, UsageError
+from procflow.runtime.data.events import envelope
 from procflow.runtime.engine import Engine
-from procflow.runtime.events import envelope
 from procflow.states import RunStatus
 
 APP = """\

@@ -16,7 +16,7 @@ import pytest
 from event_projects import deploy_text, events_project
 
 from procflow.runtime.engine import Engine
-from procflow.runtime.flow_state import INPUTS
+from procflow.runtime.interpret.flow_state import INPUTS
 from procflow.store.queries.run_data import RunDataQueries
 
 MANIFEST = """\

@@ -28,10 +28,10 @@ from procflow.errors import (
     SmtpError,
     SmtpFatalError,
 )
-from procflow.model.registry import ConnectorRegistry
-from procflow.runtime.actions import call_action, check_args, load_action, resolve_config
-from procflow.runtime.context import StepContext, step_logger
+from procflow.model.connectors.registry import ConnectorRegistry
 from procflow.runtime.engine import Engine
+from procflow.runtime.interpret.actions import call_action, check_args, load_action, resolve_config
+from procflow.runtime.interpret.context import StepContext, step_logger
 
 TOKEN = "xoxb-test-token-4f9a"
 SMTP_USER, SMTP_PASSWORD = "bot@acme.test", "smtp-pass-7c1e"

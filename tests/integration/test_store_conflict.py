@@ -95,8 +95,8 @@ def test_a_worker_whose_commit_conflicts_hands_its_runs_back_and_they_finish(
 ) -> None:
     from pathlib import Path
 
-    from procflow.runtime.commit import Committer
     from procflow.runtime.engine import Engine
+    from procflow.runtime.work.commit import Committer
 
     path = Path(str(tmp_path)) / "c.flow.yaml"
     path.write_text(FLOW)
@@ -135,8 +135,8 @@ def test_user_calls_are_repeated_after_a_conflict_then_report_it(
     from collections.abc import Iterator as It
     from pathlib import Path
 
-    from procflow.runtime import conflicts as engine_module
     from procflow.runtime.engine import Engine
+    from procflow.runtime.operations import conflicts as engine_module
 
     path = Path(str(tmp_path)) / "c.flow.yaml"
     path.write_text(FLOW)

@@ -17,8 +17,8 @@ import pytest
 
 import procflow
 from procflow.errors import ConfigError, ForbiddenError, TaskError, UsageError
+from procflow.runtime.data.identity import ADMINISTRATOR, Actor
 from procflow.runtime.engine import Engine
-from procflow.runtime.identity import ADMINISTRATOR, Actor
 
 APP = """\
 name: claims

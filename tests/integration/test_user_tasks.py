@@ -25,7 +25,7 @@ from aiosmtpd.smtp import Envelope, Session
 
 from procflow.errors import ForbiddenError, NotFoundError, UsageError
 from procflow.runtime.engine import Engine
-from procflow.runtime.views import why_waiting
+from procflow.runtime.operations.views import why_waiting
 
 APP = """\
 name: claims

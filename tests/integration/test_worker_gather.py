@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from procflow.runtime import work
 from procflow.runtime.engine import Engine
+from procflow.runtime.work.loop import loop as work
 
 FLOW = """\
 flow: tick

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from procflow.errors import StoreConflict
-from procflow.runtime import work
-from procflow.runtime.commit import Committer
 from procflow.runtime.engine import Engine
+from procflow.runtime.work.commit import Committer
+from procflow.runtime.work.loop import loop as work
 
 FLOW = """\
 flow: logged

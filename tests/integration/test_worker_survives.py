@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from procflow.errors import StoreError
-from procflow.runtime import work
-from procflow.runtime.commit import Committer
 from procflow.runtime.engine import Engine
+from procflow.runtime.work.commit import Committer
+from procflow.runtime.work.loop import loop as work
 from procflow.store.store import Store
 from procflow.testing import fake_action
 
@@ -208,7 +208,7 @@ def test_a_transition_the_store_refuses_fails_its_run_alone(
     """A write the store refuses (not the store failing) fails the group commit; the batch is
     committed again one run at a time, and only that run fails, with the refusal as its
     incident."""
-    from procflow.runtime.commit import Committer
+    from procflow.runtime.work.commit import Committer
 
     engine = Engine.virtual(db_url)
     try:

@@ -17,7 +17,7 @@ from opsite import Site, make_site
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
-from procflow.runtime.observe import OUTCOMES, read_gauges
+from procflow.runtime.work.observe import OUTCOMES, read_gauges
 from procflow.server.app import create_app
 from procflow.server.metrics import ProcessMetrics, StoreGaugeCollector
 from procflow.server.state import ServerState
@@ -148,7 +148,7 @@ def test_the_gauges_are_read_once_per_ttl() -> None:
 
     def read() -> object:
         reads.append(time.monotonic())
-        from procflow.runtime.observe import StoreGauges
+        from procflow.runtime.work.observe import StoreGauges
 
         return StoreGauges({}, {}, 0, 0.0)
 

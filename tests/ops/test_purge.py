@@ -19,7 +19,7 @@ from store_dump import Dump, dump
 import procflow
 from procflow.errors import UsageError
 from procflow.runtime.clock import from_iso
-from procflow.runtime.retention import RetentionJob, cutoff, purge
+from procflow.runtime.operations.retention import RetentionJob, cutoff, purge
 from procflow.store.queries.purge import RUN_TABLES
 from procflow.store.store import Store
 

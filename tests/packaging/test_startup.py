@@ -75,7 +75,7 @@ def test_an_idle_worker_imports_neither_the_server_nor_drawing(tmp_path: Path) -
     assert loaded_by("db", "init", "--db", db, cwd=tmp_path)[0] == 0
     code, modules = loaded_by("worker", "--until-idle", "--db", db, cwd=tmp_path)
     assert code == 0
-    assert "procflow.runtime.worker" in modules
+    assert "procflow.runtime.commands.worker" in modules
     assert heavy(modules) == []
 
 

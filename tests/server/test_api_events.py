@@ -788,7 +788,7 @@ def test_the_request_threads_engines_share_their_transactions(
     db_url: str, db_env: dict[str, str]
 ) -> None:
     """Each request thread has an engine (a connection) of its own, and events accepted at once
-    by several of them are committed together (``procflow.runtime.grouping``)."""
+    by several of them are committed together (``procflow.runtime.operations.grouping``)."""
     Engine.virtual(db_url, environ=dict(db_env)).close()
     state = ServerState.of(db_url, None, db_env)
     engines: list[Engine] = []

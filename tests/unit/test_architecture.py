@@ -4,6 +4,10 @@
   ``if TYPE_CHECKING:`` (each is a dependency a reader and a refactoring must follow);
 - layers point one way: ``errors``/``states``/``config`` <- ``expr`` <- ``store`` <- ``model`` <-
   ``runtime`` <- the faces (``cli``, ``server``, ``testing``, ``api``);
+- inside ``runtime`` and ``model``, rooms point one way too (``ROOMS``): a module imports only
+  from its own room and the rooms listed before it, and every subpackage is one of the rooms;
+- no package folder of more than 20 modules, and each subpackage says in its docstring what it
+  holds and what it may import;
 - no module over 600 lines;
 - every public exception class lives in ``procflow/errors.py``.
 """
@@ -31,6 +35,18 @@ FORBIDDEN: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("procflow.model", ("procflow.runtime", *FACES, "procflow.store")),
     ("procflow.runtime", FACES),
 )
+
+# The rooms of the two large packages, lowest first (each package's __init__ draws them).
+ROOMS: dict[str, tuple[str, ...]] = {
+    "procflow.model": (
+        "source", "reading", "ir", "connectors", "intent", "flow", "validate",
+    ),
+    "procflow.runtime": (
+        "clock", "transition", "faults", "data", "interpret", "definitions", "runs", "waits",
+        "operations", "work", "engine", "commands",
+    ),
+}  # fmt: skip
+MAX_MODULES = 20
 
 
 @dataclass(frozen=True)
@@ -215,6 +231,59 @@ def test_layers_point_one_way() -> None:
         if why is not None and line not in broken:  # `from m import a, b` is one import of m
             broken.append(line)
     assert not broken, f"{len(broken)} imports against the layers:\n" + "\n".join(broken)
+
+
+def room_of(module: str) -> tuple[str, int] | None:
+    """The package of ``ROOMS`` ``module`` is in, and the rank of its room; None outside them (or
+    for the package itself)."""
+    for package, rooms in ROOMS.items():
+        if in_layer(module, package) and module != package:
+            room = module[len(package) + 1 :].split(".")[0]
+            return package, rooms.index(room) if room in rooms else -1
+    return None
+
+
+def test_every_module_of_runtime_and_model_is_in_a_room() -> None:
+    stray = [m for m in modules() if (found := room_of(m)) is not None and found[1] < 0]
+    assert not stray, "modules in no room of ROOMS (add the room in its order):\n" + "\n".join(
+        stray
+    )
+
+
+def test_rooms_point_one_way() -> None:
+    broken: list[str] = []
+    for edge in imports():
+        source, target = room_of(edge.source), room_of(edge.target)
+        if source is None or target is None or source[0] != target[0]:
+            continue
+        if target[1] > source[1]:
+            package, rooms = source[0], ROOMS[source[0]]
+            order = f"{package}.{rooms[source[1]]} comes before {package}.{rooms[target[1]]}"
+            line = f"{edge.where()}: {edge.source} imports {edge.target} ({order})"
+            if line not in broken:
+                broken.append(line)
+    assert not broken, f"{len(broken)} imports against the rooms:\n" + "\n".join(broken)
+
+
+def test_no_package_folder_holds_more_than_20_modules() -> None:
+    folders: dict[Path, int] = {}
+    for path in modules().values():
+        if path.name != "__init__.py":
+            folders[path.parent] = folders.get(path.parent, 0) + 1
+    crowded = [f"{d.relative_to(SRC.parent)}: {n}" for d, n in folders.items() if n > MAX_MODULES]
+    assert not crowded, "split these folders into subpackages by concern:\n" + "\n".join(crowded)
+
+
+def test_every_subpackage_says_what_it_holds_and_may_import() -> None:
+    silent = []
+    for module, path in modules().items():
+        if path.name == "__init__.py" and module.count(".") >= 2:
+            doc = ast.get_docstring(tree(path)) or ""
+            if "import" not in doc:
+                silent.append(str(path.relative_to(SRC.parent)))
+    assert not silent, (
+        "subpackages whose docstring does not say what they may import:\n" + "\n".join(silent)
+    )
 
 
 def test_no_module_is_over_600_lines() -> None:

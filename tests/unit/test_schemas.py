@@ -28,22 +28,20 @@ from jsonschema import Draft202012Validator
 from procflow import schemas
 from procflow.errors import DurationError
 from procflow.expr import parse_duration
-from procflow.model import (
-    flow,
-    flow_core,
-    flow_ids,
-    intent,
-    intent_data,
-    intent_proc,
-    intent_process,
-    intent_seeds,
-    intent_steps,
-    intent_values,
-)
-from procflow.model.registry import ConnectorRegistry
+from procflow.model.connectors.registry import ConnectorRegistry
+from procflow.model.flow import compiler as flow
+from procflow.model.flow import core as flow_core
+from procflow.model.flow import ids as flow_ids
+from procflow.model.intent import compiler as intent
+from procflow.model.intent import data as intent_data
+from procflow.model.intent import proc as intent_proc
+from procflow.model.intent import process as intent_process
+from procflow.model.intent import seeds as intent_seeds
+from procflow.model.intent import steps as intent_steps
+from procflow.model.intent import values as intent_values
+from procflow.model.reading.yamlsrc import load_yaml, to_plain
 from procflow.model.source import Diagnostics
 from procflow.model.validate import load_text
-from procflow.model.yamlsrc import load_yaml, to_plain
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

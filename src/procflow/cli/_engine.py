@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from procflow.model.ir import Flow
-    from procflow.runtime.deploy import Deployed
+    from procflow.runtime.data.events import Event as Event
+    from procflow.runtime.definitions.deploy import Deployed
     from procflow.runtime.engine import Engine as Engine
-    from procflow.runtime.events import Event as Event
-    from procflow.runtime.observe import Observer
+    from procflow.runtime.work.observe import Observer
 
 
 @contextmanager
@@ -117,7 +117,7 @@ def run_file(
 ) -> dict[str, Any]:
     """`procflow run`: ``start`` is the trigger record (intent) or (--input pairs, --inputs);
     ``user`` (--as) owns the trigger record, or is the flow run's ``by``."""
-    from procflow.runtime.oneshot import FlowStart, run_once
+    from procflow.runtime.commands.oneshot import FlowStart, run_once
 
     given = FlowStart(*start) if isinstance(start, tuple) else start
     return run_once(engine, path, given, process_name, wait=wait, user=user)
@@ -130,14 +130,14 @@ def flow_named(engine: Engine, name: str) -> Flow | None:
 
 def flow_inputs(flow: Flow, pairs: tuple[str, ...], inputs_json: str | None) -> dict[str, Any]:
     """``--input``/``--inputs`` converted by the flow's declared types and checked."""
-    from procflow.runtime.inputs import cli_inputs
+    from procflow.runtime.data.inputs import cli_inputs
 
     return cli_inputs(flow, pairs, inputs_json)
 
 
 def run_summaries(engine: Engine, status: str | None, name: str | None) -> list[dict[str, Any]]:
     """`runs list --json`: the items of the HTTP API's runs pages, oldest first."""
-    from procflow.runtime.views import run_summary_json
+    from procflow.runtime.operations.views import run_summary_json
 
     return [run_summary_json(r) for r in engine.list_runs(status, name)]
 
@@ -162,7 +162,7 @@ def work(
 ) -> int:
     """Run a worker until stopped (or idle); the number of transitions it committed.
     ``observer``: told of every attempt (``--metrics-port``)."""
-    from procflow.runtime.worker import run_worker
+    from procflow.runtime.commands.worker import run_worker
 
     require_store(db_url)
     return run_worker(
@@ -176,20 +176,20 @@ def work(
 
 
 def event_of(type_: str, data: dict[str, Any], event_id: str | None) -> Event:
-    from procflow.runtime.events import make_event
+    from procflow.runtime.data.events import make_event
 
     return make_event(type_, data, event_id)
 
 
 def event_from_envelope(whole: dict[str, Any]) -> Event:
-    from procflow.runtime.events import envelope
+    from procflow.runtime.data.events import envelope
 
     return envelope(whole)
 
 
 def slack_approval(payload: dict[str, Any], event_id: str | None) -> Event:
     from procflow.connectors.builtin.slack_events import approval_event
-    from procflow.runtime.events import make_event
+    from procflow.runtime.data.events import make_event
 
     data, key = approval_event(payload)
     return make_event("slack.approval", data, event_id or key)
@@ -236,6 +236,6 @@ def virtual_epoch() -> str:
 
 def deployed_json(done: Deployed) -> dict[str, Any]:
     """``deploy --json``'s item, as the HTTP face answers it (one serializer for both)."""
-    from procflow.runtime.listing import deployed_json as shape
+    from procflow.runtime.operations.listing import deployed_json as shape
 
     return shape(done)

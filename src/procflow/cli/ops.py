@@ -21,7 +21,7 @@ from procflow.cli.output import echo_json
 from procflow.errors import MissingExtraError
 
 if TYPE_CHECKING:
-    from procflow.runtime.observe import Observer
+    from procflow.runtime.work.observe import Observer
 
 __all__ = [
     "Operations",
@@ -83,7 +83,7 @@ def operations(
     """Logs configured, and for the block's length: the metrics listener (``metrics``: host,
     port) and the periodic purge (``retain``). Bad options are refused before anything starts."""
     configure_logs(log_format, verbose=verbose)
-    from procflow.runtime.retention import RetentionJob, retention
+    from procflow.runtime.operations.retention import RetentionJob, retention
 
     kept = retention(retain) if retain is not None else None
     stops: list[Callable[[], None]] = []
@@ -129,7 +129,7 @@ def _serve_metrics(db_url: str, host: str, port: int, stops: list[Callable[[], N
 def purge(ended_before: str, dry_run: bool, db_url: str, as_json: bool) -> None:
     """Delete the runs completed, cancelled or aborted before a cut-off, with their history,
     tokens, scopes, deliveries, tasks and messages. Waiting, running and failed runs stay."""
-    from procflow.runtime.retention import purge as purge_runs
+    from procflow.runtime.operations.retention import purge as purge_runs
 
     with _engine.engine_at(db_url) as engine:
         report = purge_runs(engine.store, ended_before, dry_run=dry_run).to_json()

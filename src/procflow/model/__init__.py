@@ -1,0 +1,17 @@
+"""Definitions as data: YAML with positions in, the one IR out, every problem reported at once.
+
+Its rooms, lowest first; a module imports only from its own room and those before it
+(``tests/unit/test_architecture.py`` holds the order and checks it):
+
+- ``source``: positions and diagnostics;
+- ``reading/``: safe YAML 1.2 into nodes that remember where they came from, typed accessors,
+  bounded file reads;
+- ``ir``: the intermediate representation both dialects compile into;
+- ``connectors/``: connector manifests and where they are found;
+- ``intent/``: the intent dialect's compiler;
+- ``flow/``: the flow dialect's compiler (it shares the intent dialect's typed values);
+- ``validate``: loading a definition file of either dialect.
+
+The model imports ``errors``, ``states``, ``config`` and ``expr``; never the store, the runtime or a
+face.
+"""

@@ -12,8 +12,8 @@ from typing import Literal
 
 from procflow.errors import DefinitionError, UsageError
 from procflow.expr.hints import hint_budget
-from procflow.model.files import DEFAULT_MAX_FILE_SIZE, read_text
 from procflow.model.ir import Application, Flow
+from procflow.model.reading.files import DEFAULT_MAX_FILE_SIZE, read_text
 from procflow.model.source import Diagnostic, Diagnostics, Pos
 
 Dialect = Literal["intent", "flow"]
@@ -71,7 +71,7 @@ def _collector_paused() -> Iterator[None]:
 def _compile(text: str, path: str, project_dir: str | None) -> Loaded:
     # Imported here: the compilers pull in the expression language and connector registry,
     # which `procflow --help` should not pay for.
-    from procflow.model.yamlsrc import load_yaml
+    from procflow.model.reading.yamlsrc import load_yaml
 
     dialect = dialect_of(path)
     project = project_dir or str(Path(path).resolve().parent)
@@ -80,12 +80,12 @@ def _compile(text: str, path: str, project_dir: str | None) -> Loaded:
     definition: Application | Flow | None = None
     if root is not None:
         if dialect == "intent":
-            from procflow.model.intent import compile_intent
+            from procflow.model.intent.compiler import compile_intent
 
             definition = compile_intent(root, path, project, diags)
         else:
-            from procflow.model.flow import compile_flow
-            from procflow.model.registry import ConnectorRegistry
+            from procflow.model.connectors.registry import ConnectorRegistry
+            from procflow.model.flow.compiler import compile_flow
 
             definition = compile_flow(root, path, project, diags, ConnectorRegistry(project))
     return Loaded(path, dialect, definition, diags.sorted(), text)

@@ -1,9 +1,9 @@
 """The engine: where the runtime is wired together, and the calls every face makes.
 
 It owns one store connection, the definition catalog, the var cipher and one work loop, and
-hands the modules that change runs a narrow view of itself (:class:`~procflow.runtime.host.
+hands the modules that change runs a narrow view of itself (:class:`~procflow.runtime.runs.host.
 RunHost`). Every user call is one transaction, repeated when PostgreSQL breaks a deadlock by
-rolling it back (:func:`~procflow.runtime.conflicts.retry_on_conflict`).
+rolling it back (:func:`~procflow.runtime.operations.conflicts.retry_on_conflict`).
 """
 
 from __future__ import annotations
@@ -28,25 +28,26 @@ from procflow.errors import (
 )
 from procflow.expr import parse_duration
 from procflow.model.ir import Application, EventSpec, Flow
-from procflow.runtime import delivery, lifecycle, listing
-from procflow.runtime.catalog import Catalog
 from procflow.runtime.clock import LATEST, VIRTUAL_EPOCH, from_iso, micros, system_now
-from procflow.runtime.commit import Committer, Lease
-from procflow.runtime.conflicts import retry_on_conflict
-from procflow.runtime.deploy import Deployed
-from procflow.runtime.events import Event, make_event
-from procflow.runtime.grouping import TxGroup
-from procflow.runtime.identity import ADMINISTRATOR, Actor, TokenTable, checked_name
-from procflow.runtime.inputs import check_inputs
-from procflow.runtime.intent import RunCtx
-from procflow.runtime.listing import Page
-from procflow.runtime.record_calls import RecordCalls
-from procflow.runtime.secrets import Masker, VarCipher, load_cipher
-from procflow.runtime.starts import insert_flow_run
-from procflow.runtime.tasks import complete_task, list_tasks
+from procflow.runtime.data.events import Event, make_event
+from procflow.runtime.data.identity import ADMINISTRATOR, Actor, TokenTable, checked_name
+from procflow.runtime.data.inputs import check_inputs
+from procflow.runtime.data.secrets import Masker, VarCipher, load_cipher
+from procflow.runtime.definitions.catalog import Catalog
+from procflow.runtime.definitions.deploy import Deployed
+from procflow.runtime.interpret.intent import RunCtx
+from procflow.runtime.operations import lifecycle, listing
+from procflow.runtime.operations.conflicts import retry_on_conflict
+from procflow.runtime.operations.grouping import TxGroup
+from procflow.runtime.operations.listing import Page
+from procflow.runtime.operations.record_calls import RecordCalls
+from procflow.runtime.operations.views import declared_vars, run_json, waiting_for
+from procflow.runtime.runs.starts import insert_flow_run
 from procflow.runtime.transition import Transition
-from procflow.runtime.views import declared_vars, run_json, waiting_for
-from procflow.runtime.work import WorkLoop
+from procflow.runtime.waits import delivery
+from procflow.runtime.waits.tasks import complete_task, list_tasks
+from procflow.runtime.work.commit import Committer, Lease
+from procflow.runtime.work.loop import WorkLoop
 from procflow.store.rows import RunRow
 from procflow.store.store import Store, Tx
 

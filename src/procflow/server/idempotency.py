@@ -25,7 +25,7 @@ from typing import Any
 from starlette.responses import Response
 
 from procflow.runtime.clock import system_now
-from procflow.runtime.conflicts import retry_on_conflict
+from procflow.runtime.operations.conflicts import retry_on_conflict
 from procflow.server.problems import Problem
 from procflow.server.routing import Call, json_response
 from procflow.store.queries.idempotency import IdempotentResponse

@@ -40,7 +40,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from procflow.errors import ConfigError
-from procflow.runtime.observe import CountingObserver, StoreGauges, read_gauges
+from procflow.runtime.work.observe import CountingObserver, StoreGauges, read_gauges
 from procflow.store.store import Store
 
 __all__ = ["CONTENT_TYPE", "GAUGE_TTL", "ProcessMetrics", "StoreGaugeCollector"]

@@ -3,8 +3,8 @@
 A cursor is opaque to callers: the URL-safe base64 of ``[list, key]``, the list it belongs to
 and the key of the last item its page showed (a run id, or a task's, record's, message's or
 definition's number). The next page holds the items whose key sorts below it, newest first
-(``procflow.runtime.listing``), so items added meanwhile never shift a page still to come. A
-cursor of another list, or one that does not decode, is a 400 naming ``cursor``; it carries
+(``procflow.runtime.operations.listing``), so items added meanwhile never shift a page still to
+come. A cursor of another list, or one that does not decode, is a 400 naming ``cursor``; it carries
 no filter, so the same ``status``/``name``/``assignee`` are given again with it.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from procflow.runtime.listing import MAX_PAGE, Page
+from procflow.runtime.operations.listing import MAX_PAGE, Page
 from procflow.server.problems import Problem
 
 __all__ = [

@@ -20,8 +20,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from procflow.errors import ProcflowError, StoreError
+from procflow.runtime.data.identity import ADMINISTRATOR, Actor
 from procflow.runtime.engine import Engine
-from procflow.runtime.identity import ADMINISTRATOR, Actor
 from procflow.server.problems import Problem, problem_for, problem_response
 from procflow.server.state import ServerState
 

@@ -22,7 +22,7 @@ import uvicorn
 
 from procflow.errors import ConfigError
 from procflow.runtime.engine import Engine
-from procflow.runtime.observe import Observer
+from procflow.runtime.work.observe import Observer
 from procflow.server.app import create_app
 from procflow.server.state import ServerState
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from procflow.config import Config
+from procflow.runtime.data.identity import Actor, TokenTable
 from procflow.runtime.engine import Engine
-from procflow.runtime.grouping import TxGroup
-from procflow.runtime.identity import Actor, TokenTable
+from procflow.runtime.operations.grouping import TxGroup
 from procflow.server.metrics import ProcessMetrics
 from procflow.server.problems import Problem
 

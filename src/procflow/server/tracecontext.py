@@ -1,6 +1,6 @@
 """A request's W3C trace context, linked into the traces of the runs it starts or resumes.
 
-Each run is its own trace (``procflow.runtime.tracing``). A ``traceparent`` header on a request
+Each run is its own trace (``procflow.runtime.work.tracing``). A ``traceparent`` header on a request
 that starts a run (``POST /flows/{name}/runs``, ``POST /processes/{name}/runs``) or delivers an
 event (``POST /events``) does not make the run part of the caller's trace: the request leaves a
 span in each run's trace (``run start``, ``event delivery``) that links to the caller's span.
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from procflow.runtime.events import Event
-from procflow.runtime.tracing import AVAILABLE, TRACEPARENT, request_span
+from procflow.runtime.data.events import Event
+from procflow.runtime.work.tracing import AVAILABLE, TRACEPARENT, request_span
 
 __all__ = ["TRACEPARENT_PARAM", "traced_delivery", "traced_start"]
 

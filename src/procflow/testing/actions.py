@@ -17,9 +17,9 @@ from procflow.expr.template import compile_value, render_value
 from procflow.model.ir import Application, Entity, Flow, Process
 from procflow.model.source import Pos
 from procflow.runtime.clock import from_iso
+from procflow.runtime.data.identity import Actor
+from procflow.runtime.data.inputs import check_inputs
 from procflow.runtime.engine import Engine
-from procflow.runtime.identity import Actor
-from procflow.runtime.inputs import check_inputs
 from procflow.store.store import Store
 from procflow.testing import coverage
 from procflow.testing.expectations import Failure, Observed, check

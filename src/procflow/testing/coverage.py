@@ -30,8 +30,8 @@ from procflow.model.ir import (
     UserTask,
     WaitForStep,
 )
+from procflow.model.reading.yamlsrc import YMap, YNode, YSeq, load_yaml
 from procflow.model.source import Diagnostics, Pos
-from procflow.model.yamlsrc import YMap, YNode, YSeq, load_yaml
 
 FAILED = "failed"  # the target of a failure no handler catches: the run fails
 TIMEOUT_TEXT = "the attempt ran longer than"

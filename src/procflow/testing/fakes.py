@@ -16,9 +16,9 @@ from typing import Any
 
 from procflow.errors import ActionTimeout, NonRetryableError
 from procflow.model.ir import Delegate, Flow, Process, ServiceTask
-from procflow.runtime.actions import ACTION_FAKES
-from procflow.runtime.context import StepContext
-from procflow.runtime.delegates import FAKES
+from procflow.runtime.interpret.actions import ACTION_FAKES
+from procflow.runtime.interpret.context import StepContext
+from procflow.runtime.interpret.delegates import FAKES
 from procflow.testing.scenario_types import FakeSpec
 
 

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from procflow.api import Engine
-from procflow.runtime.actions import ACTION_FAKES
-from procflow.runtime.delegates import FAKES
+from procflow.runtime.interpret.actions import ACTION_FAKES
+from procflow.runtime.interpret.delegates import FAKES
 
 
 @pytest.fixture

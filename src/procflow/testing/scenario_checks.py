@@ -21,10 +21,10 @@ from procflow.model.ir import (
     RepeatStep,
     ServiceTask,
 )
+from procflow.model.reading.yamlsrc import YMap, YNode, YScalar, YSeq, kind_name, to_plain
 from procflow.model.source import Diagnostics, Pos, suggest
-from procflow.model.yamlsrc import YMap, YNode, YScalar, YSeq, kind_name, to_plain
 from procflow.runtime.clock import from_iso
-from procflow.runtime.inputs import check_inputs
+from procflow.runtime.data.inputs import check_inputs
 from procflow.testing.scenario_types import DEFAULT_CLOCK, Action, Given, Scenario
 
 FAKE_KEYS = (

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from procflow.model.ir import Application, Flow, Process
+from procflow.model.reading.yamlsrc import YMap, YNode, YScalar, YSeq, load_yaml, to_plain
 from procflow.model.source import Diagnostic, Diagnostics, Pos, suggest
 from procflow.model.validate import load_file
-from procflow.model.yamlsrc import YMap, YNode, YScalar, YSeq, load_yaml, to_plain
 from procflow.testing.scenario_checks import Checker, FakeNames
 from procflow.testing.scenario_types import Action, FakeSpec, Scenario, TestFile
 

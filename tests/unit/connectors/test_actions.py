@@ -20,10 +20,10 @@ from procflow.errors import (
     ConnectorLoadError,
     NonRetryableError,
 )
+from procflow.model.connectors.registry import ConnectorRegistry
 from procflow.model.ir import ActionSpec, ConfigItem, ConnectorManifest, SchemaField, SchemaType
-from procflow.model.registry import ConnectorRegistry
-from procflow.runtime.actions import call_action, check_args, load_action, resolve_config
-from procflow.runtime.context import StepContext, StepLog, step_logger
+from procflow.runtime.interpret.actions import call_action, check_args, load_action, resolve_config
+from procflow.runtime.interpret.context import StepContext, StepLog, step_logger
 
 
 def make_ctx(step: str = "notify", timeout: float | None = None) -> tuple[StepContext, StepLog]:

@@ -10,9 +10,9 @@ from procflow.connectors.builtin import email as email_connector
 from procflow.connectors.builtin import slack as slack_connector
 from procflow.connectors.builtin.email import SmtpTarget, parse_smtp_url
 from procflow.errors import NonRetryableError
-from procflow.model.registry import ConnectorRegistry
-from procflow.runtime.actions import call_action, load_action, resolve_config
-from procflow.runtime.context import KeptMessage, StepContext, step_logger
+from procflow.model.connectors.registry import ConnectorRegistry
+from procflow.runtime.interpret.actions import call_action, load_action, resolve_config
+from procflow.runtime.interpret.context import KeptMessage, StepContext, step_logger
 
 
 def make_ctx(key: str = "run-1/notify", config: dict[str, Any] | None = None) -> StepContext:

@@ -14,12 +14,12 @@ import procflow
 
 SRC = Path(procflow.__file__).parent
 # What a built-in connector may import from procflow: what a project's own connector can use.
-PUBLIC_FOR_PLUGINS = {"procflow.errors", "procflow.runtime.context"}
+PUBLIC_FOR_PLUGINS = {"procflow.errors", "procflow.runtime.interpret.context"}
 CONNECTOR_MODULES = (
-    "procflow.model.manifest",
-    "procflow.model.registry",
-    "procflow.runtime.actions",
-    "procflow.runtime.flow_action",
+    "procflow.model.connectors.manifest",
+    "procflow.model.connectors.registry",
+    "procflow.runtime.interpret.actions",
+    "procflow.runtime.interpret.flow_action",
 )
 
 
@@ -63,7 +63,7 @@ def test_model_and_runtime_never_import_the_connectors_package(floor: str) -> No
 
 
 def test_the_model_does_not_import_the_runtime() -> None:
-    for name in ("procflow.model.manifest", "procflow.model.registry"):
+    for name in ("procflow.model.connectors.manifest", "procflow.model.connectors.registry"):
         assert not any(m.startswith("procflow.runtime") for m in imports_of(name)), name
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from procflow.model.connectors.manifest import load_manifest
+from procflow.model.connectors.registry import ConnectorRegistry
 from procflow.model.ir import ConnectorManifest
-from procflow.model.manifest import load_manifest
-from procflow.model.registry import ConnectorRegistry
 from procflow.model.source import Diagnostics
 
 BUILTINS = ["email", "http", "log", "slack"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from procflow.model.registry import ENTRY_POINT_GROUP, ConnectorRegistry
+from procflow.model.connectors.registry import ENTRY_POINT_GROUP, ConnectorRegistry
 from procflow.model.validate import load_text
 
 CRM = """\

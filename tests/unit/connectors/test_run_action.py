@@ -11,8 +11,8 @@ from typing import Any
 
 from procflow.errors import NonRetryableError
 from procflow.model.ir import ActionSpec, ConfigItem, ConnectorManifest, SchemaField
-from procflow.runtime.actions import Caller, run_action, send_email
-from procflow.runtime.context import KeptMessage, StepContext
+from procflow.runtime.interpret.actions import Caller, run_action, send_email
+from procflow.runtime.interpret.context import KeptMessage, StepContext
 from procflow.runtime.transition import OutboxMessage
 from procflow.testing import fake_action
 

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from diagnostic_cases import assert_exactly, case
 
-from procflow.model.intent import compile_intent
+from procflow.model.intent.compiler import compile_intent
 from procflow.model.ir import Application, Decision, Delegate, ServiceTask, UserTask
+from procflow.model.reading.yamlsrc import YMap, load_yaml
 from procflow.model.source import Diagnostics
 from procflow.model.validate import load_text
-from procflow.model.yamlsrc import YMap, load_yaml
 
 BASE = """\
 name: t

@@ -19,9 +19,9 @@ import pytest
 from procflow.config import Config, format_size, parse_size, size_setting
 from procflow.errors import ConfigError, UsageError
 from procflow.expr import hints
-from procflow.model.files import DEFAULT_MAX_FILE_SIZE, read_bytes, read_text
-from procflow.model.intent_graph import Paths
+from procflow.model.intent.graph import Paths
 from procflow.model.ir import END, Entity, Field, Process, ServiceTask, SetField
+from procflow.model.reading.files import DEFAULT_MAX_FILE_SIZE, read_bytes, read_text
 from procflow.model.source import Pos, listing, suggest
 from procflow.model.validate import compile_file, load_file, load_text
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from procflow.model.reading.yamlsrc import YMap, YScalar, YSeq, load_yaml, to_plain
 from procflow.model.source import Diagnostics, suggest
-from procflow.model.yamlsrc import YMap, YScalar, YSeq, load_yaml, to_plain
 
 
 def load(text: str) -> tuple[object, list[str]]:

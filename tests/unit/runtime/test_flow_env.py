@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from procflow.runtime.flow_state import FlowEnv
+from procflow.runtime.interpret.flow_state import FlowEnv
 
 
 def env_with(inputs: dict[str, object], loads: list[int]) -> FlowEnv:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from procflow.runtime.grouping import TxGroup
+from procflow.runtime.operations.grouping import TxGroup
 
 
 class Tx:

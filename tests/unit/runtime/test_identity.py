@@ -10,8 +10,8 @@ import pytest
 
 from procflow.config import Config
 from procflow.errors import ConfigError, UsageError
-from procflow.runtime import identity
-from procflow.runtime.identity import ADMINISTRATOR, Actor, TokenTable, checked_name
+from procflow.runtime.data import identity
+from procflow.runtime.data.identity import ADMINISTRATOR, Actor, TokenTable, checked_name
 
 ALICE = "alice-token-" + "a" * 24
 BOB = "bob-token-" + "b" * 24

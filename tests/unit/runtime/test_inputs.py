@@ -12,7 +12,7 @@ import pytest
 from procflow.errors import InputError, UsageError
 from procflow.model.ir import Flow
 from procflow.model.validate import load_text
-from procflow.runtime.inputs import check_inputs, cli_inputs, input_env
+from procflow.runtime.data.inputs import check_inputs, cli_inputs, input_env
 
 FLOW = """\
 flow: hire-onboarding

@@ -1,7 +1,8 @@
 """The pure core of intent execution: one step of one token → one Transition.
 
 No database: runs, tokens and records are hand-built rows, and each test asserts what
-``procflow.runtime.intent.advance`` decided (history, token, timers, vars, record write, run).
+``procflow.runtime.interpret.intent.advance`` decided (history, token, timers, vars, record write,
+run).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 
 from procflow.model.ir import Application
 from procflow.model.validate import compile_file
-from procflow.runtime.intent import MAX_STEPS_WITHOUT_WAIT, RunCtx, advance
+from procflow.runtime.interpret.intent import MAX_STEPS_WITHOUT_WAIT, RunCtx, advance
 from procflow.runtime.transition import Transition
 from procflow.store.rows import RunRow, TokenRow
 

@@ -7,7 +7,7 @@ import threading
 import time
 from collections import deque
 
-from procflow.runtime.slots import Lane
+from procflow.runtime.work.slots import Lane
 
 
 def blocking_lane(gate: threading.Event, entered: threading.Event) -> Lane[int, int]:

@@ -15,7 +15,7 @@ import pytest
 from procflow.errors import RecordError, UsageError
 from procflow.model.ir import Application, Entity, Field, FieldType, Relation, Seed
 from procflow.model.source import UNKNOWN_POS
-from procflow.runtime.records import (
+from procflow.runtime.data.records import (
     coerce_value,
     new_record,
     patch_record,

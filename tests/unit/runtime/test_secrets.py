@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from procflow.errors import ProcflowError, SecretKeyError, VarValueError
-from procflow.runtime.secrets import Masker, VarCipher, load_cipher
+from procflow.runtime.data.secrets import Masker, VarCipher, load_cipher
 
 SECRET = "correct horse battery staple, 32+ chars"
 OTHER = "another secret key that is long enough!!"

@@ -8,7 +8,7 @@ import pytest
 
 from procflow.config import DEFAULT_DATABASE_URL
 from procflow.errors import UsageError
-from procflow.runtime.secrets import load_cipher
+from procflow.runtime.data.secrets import load_cipher
 from procflow.store.store import DEFAULT_URL, Store
 from procflow.store.url import StoreUrl, dialect_of
 

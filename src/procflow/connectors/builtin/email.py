@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from procflow.errors import NonRetryableError, SmtpError, SmtpFatalError
-from procflow.runtime.context import KeptMessage, StepContext
+from procflow.runtime.interpret.context import KeptMessage, StepContext
 
 DEFAULT_FROM = "procflow@localhost"
 # The SMTP timeout when the step sets none (an unbounded conversation would hold the worker).

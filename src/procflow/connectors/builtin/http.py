@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from procflow.errors import HttpRequestError, HttpStatusError, NonRetryableError
-from procflow.runtime.context import StepContext
+from procflow.runtime.interpret.context import StepContext
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 # The request timeout when the step sets none (an unbounded request would hold the worker).

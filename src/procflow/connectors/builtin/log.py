@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from procflow.runtime.context import StepContext
+from procflow.runtime.interpret.context import StepContext
 
 
 def write(ctx: StepContext, message: str) -> dict[str, Any]:

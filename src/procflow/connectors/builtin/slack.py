@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from procflow.errors import NonRetryableError, SlackError, SlackFatalError
-from procflow.runtime.context import KeptMessage, StepContext
+from procflow.runtime.interpret.context import KeptMessage, StepContext
 
 DEFAULT_BASE_URL = "https://slack.com/api"
 # The request timeout when the step sets none (an unbounded request would hold the worker).

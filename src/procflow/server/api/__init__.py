@@ -1,4 +1,8 @@
-"""The routes of the HTTP API, one module per resource; ``ENDPOINTS`` lists them all."""
+"""The routes of the HTTP API, one module per resource; ``ENDPOINTS`` lists them all.
+
+They import the server's shared modules (``routing``, ``state``, ``paging``, …), the runtime's
+engine calls and its serializer; never ``server.web``.
+"""
 
 from __future__ import annotations
 

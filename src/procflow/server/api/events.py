@@ -21,7 +21,7 @@ from starlette.responses import Response
 
 from procflow.connectors.builtin.slack_events import approval_event
 from procflow.errors import ConfigError, EventError, UsageError
-from procflow.runtime.events import Event, envelope, make_event
+from procflow.runtime.data.events import Event, envelope, make_event
 from procflow.server.problems import Problem
 from procflow.server.routing import Call, Endpoint, json_response, parse_json
 from procflow.server.tracecontext import TRACEPARENT_PARAM, traced_delivery

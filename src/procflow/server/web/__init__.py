@@ -4,6 +4,8 @@ a little htmx served from ``/ui/static/`` (vendored; nothing is fetched at run t
 Every page calls the engine calls the HTTP API calls and shows the same serialized shapes; see
 ``docs/web-ui.md`` for what each page shows and the decisions behind the session cookie, the
 diagram cache and the timeline's page size.
+
+The pages import the server's shared modules and the runtime's engine calls; never ``server.api``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from starlette.routing import BaseRoute, Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from procflow.runtime.identity import Actor
+from procflow.runtime.data.identity import Actor
 from procflow.server.state import ServerState
 from procflow.server.web import pages_definitions as defs
 from procflow.server.web import pages_misc as misc

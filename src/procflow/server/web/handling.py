@@ -25,8 +25,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from procflow.errors import NotFoundError, ProcflowError, StoreError
+from procflow.runtime.data.identity import Actor
 from procflow.runtime.engine import Engine
-from procflow.runtime.identity import Actor
 from procflow.server.problems import Problem, problem_for
 from procflow.server.routing import read_body, refuse_nul
 from procflow.server.state import ServerState

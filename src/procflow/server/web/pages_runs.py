@@ -11,8 +11,8 @@ from typing import Any
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from procflow.errors import ProcflowError
-from procflow.runtime.listing import FAILURE_TYPES, HISTORY_TYPES, WAIT_KINDS
-from procflow.runtime.views import why_line
+from procflow.runtime.operations.listing import FAILURE_TYPES, HISTORY_TYPES, WAIT_KINDS
+from procflow.runtime.operations.views import why_line
 from procflow.server.diagrams import NO_DOT, DiagramCache, mark_run, step_classes
 from procflow.server.paging import bad_query, page_json, str_page
 from procflow.server.problems import Problem

@@ -21,7 +21,7 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from procflow.runtime.identity import Actor, TokenTable
+from procflow.runtime.data.identity import Actor, TokenTable
 
 __all__ = ["COOKIE", "SESSION_SECONDS", "Session", "Signer"]
 

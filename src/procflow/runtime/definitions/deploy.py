@@ -1,0 +1,178 @@
+"""Deploying definition files: validate completely, then store new versions in one transaction.
+
+An intent file defines one definition per process (its versions share the file's source) plus
+the entities and seeds the processes run on. Identical content deploys nothing new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from procflow.errors import DefinitionError, DeployError, RecordError, UsageError
+from procflow.model.ir import Application, Entity, Flow
+from procflow.model.validate import Loaded, load_file, load_text
+from procflow.runtime.data.records import seed_rows
+from procflow.store.store import Tx
+
+_DIALECT_NOUN = {"flow": "a flow", "intent": "an intent process"}
+
+
+@dataclass(frozen=True)
+class Deployed:
+    name: str
+    dialect: str
+    version: int
+    version_id: int
+    created: bool  # False: identical content was already the latest version
+
+
+def compile_for_deploy(
+    path: str, project_dir: str | None, max_file_size: int
+) -> tuple[Loaded, str]:
+    loaded = load_file(path, project_dir, max_size=max_file_size)
+    if not loaded.ok or loaded.definition is None:
+        raise DefinitionError(loaded.diagnostics)
+    return loaded, loaded.source  # the text validated, not a second read of the file
+
+
+def compile_text_for_deploy(
+    text: str, file: str, project_dir: str | None, max_file_size: int
+) -> Loaded:
+    """A definition file's text, sent rather than read (the HTTP API), compiled as the file
+    ``file`` (its name decides the dialect) with ``project_dir`` as its project folder (None:
+    the working directory). Newlines are normalised as a file read is, so the same file sent or
+    deployed from disk is the same version."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > max_file_size:
+        raise UsageError(
+            f"{file}: the definition is {size:,} bytes, larger than the limit of "
+            f"{max_file_size:,} bytes (PROCFLOW_MAX_FILE_SIZE)"
+        )
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    loaded = load_text(text, file, project_dir)
+    if not loaded.ok or loaded.definition is None:
+        raise DefinitionError(loaded.diagnostics)
+    return loaded
+
+
+def compile_source(source: str, file: str, project_dir: str) -> Application | Flow:
+    """Re-compile a stored version (workers do this once per version and cache it)."""
+    loaded = load_text(source, file, project_dir)
+    if not loaded.ok or loaded.definition is None:
+        raise DefinitionError(loaded.diagnostics)
+    return loaded.definition
+
+
+def definition_names(definition: Application | Flow) -> list[str]:
+    if isinstance(definition, Flow):
+        return [definition.name]
+    return [p.name for p in definition.processes]
+
+
+def deploy(
+    tx: Tx, definition: Application | Flow, source: str, file: str, project_dir: str, now: int
+) -> list[Deployed]:
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    dialect = "flow" if isinstance(definition, Flow) else "intent"
+    out = []
+    versions: list[int] = []
+    for name in definition_names(definition):
+        latest = tx.latest_version(name)
+        if latest is not None and latest.dialect != dialect:
+            raise DeployError(
+                f"[{name}] is already deployed as {_DIALECT_NOUN[latest.dialect]}; "
+                f"{_DIALECT_NOUN[dialect]} cannot reuse the name",
+                definition=name,
+            )
+        if latest is not None and latest.hash == digest:
+            out.append(Deployed(name, dialect, latest.version, latest.id, False))
+            versions.append(latest.id)
+            continue
+        row = tx.insert_version(name, dialect, digest, file, project_dir, source, now)
+        out.append(Deployed(name, dialect, row.version, row.id, True))
+        versions.append(row.id)
+    if isinstance(definition, Application):
+        anchor = (
+            versions[0]
+            if versions
+            else _app_anchor(tx, definition, digest, file, project_dir, source, now)
+        )
+        _deploy_entities(tx, definition, anchor, now)
+    return out
+
+
+def _app_anchor(
+    tx: Tx, app: Application, digest: str, file: str, project_dir: str, source: str, now: int
+) -> int:
+    """An intent file with no processes still needs a version row to anchor its entities."""
+    name = f"{app.name}@entities"
+    latest = tx.latest_version(name)
+    if latest is not None and latest.hash == digest:
+        return latest.id
+    return tx.insert_version(name, "intent", digest, file, project_dir, source, now).id
+
+
+def entity_declaration(entity: Entity) -> dict[str, Any]:
+    return {
+        "fields": {f.name: {"type": f.type, "required": f.required} for f in entity.fields},
+        "relations": {r.name: {"kind": r.kind, "to": r.to} for r in entity.relations},
+    }
+
+
+def _deploy_entities(tx: Tx, app: Application, version_id: int, now: int) -> None:
+    existing = tx.entities()
+    for entity in app.entities:
+        declared = entity_declaration(entity)
+        if entity.name in existing:
+            owner, previous = existing[entity.name]
+            if owner != app.name:
+                raise DeployError(
+                    f"entity [{entity.name}] is already declared by the deployed file [{owner}]; "
+                    "two files cannot declare the same entity",
+                    definition=app.name,
+                    entity=entity.name,
+                )
+            _check_compatible(app.name, entity.name, previous, declared)
+        tx.put_entity(entity.name, app.name, version_id, declared)
+    for seed in app.seeds:
+        try:
+            rows = seed_rows(app, seed)
+        except RecordError as exc:
+            raise DeployError(str(exc), definition=app.name, entity=exc.entity) from None
+        seeded = app.entity(seed.entity)
+        assert seeded is not None
+        pk = seeded.primary_key.name
+        for row in rows:
+            tx.upsert_seed(seed.entity, int(row[pk]), row, now)
+
+
+def _check_compatible(definition: str, name: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+    problems = []
+    for field_name, spec in old["fields"].items():
+        now_spec = new["fields"].get(field_name)
+        if now_spec is None:
+            problems.append(f"field [{field_name}] was removed")
+        elif now_spec["type"] != spec["type"]:
+            problems.append(
+                f"field [{field_name}] changed type from {spec['type']} to {now_spec['type']}"
+            )
+    for field_name, spec in new["fields"].items():
+        if field_name not in old["fields"] and spec["required"]:
+            problems.append(f"new field [{field_name}] is required (existing records lack it)")
+    for rel_name, spec in old["relations"].items():
+        now_rel = new["relations"].get(rel_name)
+        if now_rel is None:
+            problems.append(f"relation [{rel_name}] was removed")
+        elif now_rel != spec:
+            problems.append(f"relation [{rel_name}] changed")
+    if problems:
+        raise DeployError(
+            f"entity [{name}] cannot change this way over deployed records: "
+            + "; ".join(problems)
+            + ". Redeploys may add entities, optional fields and relations only.",
+            definition=definition,
+            entity=name,
+        )

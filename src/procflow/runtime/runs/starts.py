@@ -1,0 +1,93 @@
+"""Creating runs: the rows a new run starts with, written inside the caller's transaction.
+
+Every way a run begins — ``procflow start``, a record write that triggers a process, an event
+that triggers a flow, ``runs.start`` — ends here, so a run always starts the same way: one run row,
+one ready token at the first step, ``run.started`` in its history, and a wake-up for idle workers.
+A ``start_key`` makes the start happen at most once (per record, per event).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from procflow.model.ir import Flow, Process
+from procflow.runtime.interpret.flow_state import INPUTS, initial_state
+from procflow.states import RunStatus, TokenState
+from procflow.store.rows import HistoryRow, RunRow, TokenRow
+from procflow.store.store import Tx
+
+__all__ = ["insert_flow_run", "insert_intent_run", "new_run_id", "record_start_key"]
+
+
+def new_run_id() -> str:
+    """Time-ordered, unique across machines: 12 hex digits of milliseconds + 20 random."""
+    return f"{time.time_ns() // 1_000_000:012x}{uuid.uuid4().hex[:20]}"
+
+
+def record_start_key(process: str, entity: str, id_: int) -> str:
+    """The start key that keeps a triggered process to one run per record, however started."""
+    return f"{process}/{entity}/{id_}"
+
+
+def insert_intent_run(
+    tx: Tx,
+    version_id: int,
+    process: Process,
+    now: int,
+    record: tuple[str, int],
+    business_key: str,
+    start_key: str | None = None,
+    snapshot: Mapping[str, Any] | None = None,
+    by: str | None = None,
+) -> str | None:
+    """A run of ``process`` about ``record``; None when ``start_key`` was used before. ``by``:
+    the user who started it by hand, recorded on ``run.started``."""
+    entity, id_ = record
+    run = RunRow(
+        id=new_run_id(), version_id=version_id, name=process.name, dialect="intent",
+        status=RunStatus.RUNNING, started_at=now, business_key=business_key,
+        record_entity=entity, record_id=id_, start_key=start_key,
+        state={"snapshot": dict(snapshot)} if snapshot else {},
+    )  # fmt: skip
+    tx.notify()
+    if not tx.insert_run(run):
+        return None  # at most once per record, ever
+    first = process.steps[0].name
+    token = TokenRow(None, run.id, first, first, TokenState.READY, 1, now, None, {"visit": 1})
+    _begin(tx, run, token, by)
+    return run.id
+
+
+def insert_flow_run(
+    tx: Tx,
+    version_id: int,
+    flow: Flow,
+    inputs: Mapping[str, Any],
+    now: int,
+    start_key: str | None = None,
+    by: str | None = None,
+) -> str | None:
+    """A run of ``flow`` with checked ``inputs``; None when ``start_key`` was used before.
+    ``by``: as for :func:`insert_intent_run`."""
+    run = RunRow(
+        id=new_run_id(), version_id=version_id, name=flow.name, dialect="flow",
+        status=RunStatus.RUNNING, started_at=now, start_key=start_key, state=initial_state(),
+    )  # fmt: skip
+    if not tx.insert_run(run):
+        return None
+    tx.apply_scope_ops(run.id, [("put", *INPUTS, dict(inputs))])
+    first = flow.steps[0].id
+    _begin(tx, run, TokenRow(None, run.id, first, first, TokenState.READY, 1, now, None, {}), by)
+    tx.notify()
+    return run.id
+
+
+def _begin(tx: Tx, run: RunRow, token: TokenRow, by: str | None) -> None:
+    tx.insert_token(token)
+    run.seq = 1
+    started = {"by": by} if by is not None else None
+    tx.append_history(run.id, [HistoryRow(1, token.since, "run.started", data=started)])
+    tx.save_run(run, None, None)
