@@ -1,25 +1,35 @@
 # procflow: `make demo` runs the main job, `make test` runs everything CI runs.
-# Both create .venv and install the package with pinned dependencies when needed.
+# Both create .venv and install the package with pinned dependencies when needed: the demo the
+# core package alone, the tests the development extras too (and, through scripts/ensure-system.sh,
+# the Debian packages the suite drives: Graphviz, chromium, PostgreSQL).
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+CORE   := $(VENV)/.installed-core
 STAMP  := $(VENV)/.installed
+PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: demo test lint typecheck pytest bench chaos clean
+.PHONY: demo test system lint typecheck pytest bench chaos clean
 
-$(STAMP): pyproject.toml constraints.txt
-	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "procflow needs Python 3.11+"'
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
-	touch $(STAMP)
+$(VENV)/bin/python:
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "procflow needs Python 3.11+"'
+	@$(PYTHON) -m venv $(VENV) || { echo "python3 -m venv failed: on Debian, apt-get install python3-venv" >&2; exit 1; }
+
+$(CORE): pyproject.toml constraints.txt | $(VENV)/bin/python
+	$(PIP) -e .
+	touch $(CORE)
+
+$(STAMP): pyproject.toml constraints.txt | $(VENV)/bin/python
+	$(PIP) -e '.[dev]'
+	touch $(STAMP) $(CORE)
 
 DEMO_DB := sqlite:///.demo/demo.db
 DEMO_ACCOUNTS := {"accounts": [{"name": "Acme", "owner": "@ada", "renews": "2027-02-01"}, {"name": "Globex", "owner": "@bob", "renews": "2027-03-15"}]}
 
 # The main job: three tenants through examples/provisioning on a virtual clock (seconds, not
 # minutes): one clean, one flaky that recovers by retry, one refused that lands in Failed.
-demo: $(STAMP)
+demo: $(CORE)
 	$(BIN)/procflow validate examples
 	rm -rf .demo && mkdir -p .demo
 	$(BIN)/procflow db init --virtual-clock --db $(DEMO_DB)
@@ -36,6 +46,11 @@ demo: $(STAMP)
 	$(BIN)/procflow outbox list --db $(DEMO_DB)
 	$(BIN)/procflow clock show --db $(DEMO_DB)
 
+# Graphviz, chromium and PostgreSQL: installed with apt-get when missing (as root), else the
+# command to run is named within seconds.
+system:
+	@scripts/ensure-system.sh
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
@@ -44,14 +59,16 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
 # Two processes (pytest-xdist): the suite is mostly waiting on subprocesses and the database.
-pytest: $(STAMP)
+pytest: $(STAMP) system
 	@# Bytecode for every module, written even where PYTHONDONTWRITEBYTECODE is set: the suite
 	@# starts some thousands of procflow processes, which would otherwise each compile the
 	@# modules no earlier process left bytecode for (some 10 % of a command's start-up).
 	$(BIN)/python -m compileall -q src >/dev/null
-	$(BIN)/pytest -n 2 --dist worksteal
+	@# The PostgreSQL of this machine when it answers, else a throwaway cluster (started once here,
+	@# not by each test process).
+	PROCFLOW_TEST_PG="$$(scripts/ensure-postgres.sh)" $(BIN)/pytest -n 2 --dist worksteal
 
-test: lint typecheck pytest
+test: system lint typecheck pytest
 
 bench: $(STAMP)
 	$(BIN)/python bench/validate_large.py
