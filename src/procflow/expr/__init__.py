@@ -10,7 +10,8 @@ from procflow.expr.ast import Expr, to_source
 from procflow.expr.context import EvalContext
 from procflow.expr.duration import format_duration, parse_duration
 from procflow.expr.evaluate import evaluate, evaluate_condition
-from procflow.expr.functions import FILTERS, FUNCTIONS
+from procflow.expr.filters import FILTERS, FilterSpec
+from procflow.expr.functions import FUNCTIONS
 from procflow.expr.lexer import MAX_LENGTH
 from procflow.expr.names import (
     ANY,
@@ -52,6 +53,7 @@ __all__ = [
     "MAX_LENGTH",
     "EvalContext",
     "Expr",
+    "FilterSpec",
     "KindShape",
     "ListShape",
     "ObjectShape",

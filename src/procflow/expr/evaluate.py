@@ -34,7 +34,8 @@ from procflow.expr.ast import (
     to_source,
 )
 from procflow.expr.context import EvalContext
-from procflow.expr.functions import FILTERS, FUNCTIONS, check_int
+from procflow.expr.filters import FILTERS
+from procflow.expr.functions import FUNCTIONS, check_int
 from procflow.expr.values import (
     MAX_ITEMS,
     comparison_problem,
@@ -295,7 +296,7 @@ class _Evaluator:
             args = [self.value(a, f"filter [{f.name}]") for a in f.args]
             spec = FILTERS[f.name]
             current = value
-            value = self.guard(lambda spec=spec, v=current, a=args: spec.apply(v, a), f.offset)
+            value = self.guard(lambda spec=spec, v=current, a=args: spec.call(v, a), f.offset)
         return value
 
     def chain(self, node: Chain) -> Any:

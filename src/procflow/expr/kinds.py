@@ -5,7 +5,8 @@ kind, and the names the caller knows the kind of (a declared input, an entity fi
 else is unknown (``None``) and is judged when it runs. A known kind also admits ``null`` (a path
 into missing data is null), which compares with ``==`` like any value, so a comparison of two
 known kinds that :func:`procflow.expr.values.comparison_problem` refuses fails whenever both
-sides hold a value: validation reports it.
+sides hold a value: validation reports it. Likewise a filter given a value of a known kind it
+does not take (``count | upper``) fails whenever the value is there.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from procflow.expr.ast import (
     Chain,
     Compare,
     Expr,
+    FilterCall,
     ListLit,
     Literal,
     MapLit,
@@ -28,31 +30,21 @@ from procflow.expr.ast import (
     Unary,
     children,
 )
+from procflow.expr.filters import FILTERS
+from procflow.expr.functions import FUNCTIONS
 from procflow.expr.values import NUMERIC_KINDS, comparison_problem, kind_of
 
-__all__ = ["NameKinds", "comparison_problems", "static_kind"]
+__all__ = [
+    "NameKinds",
+    "comparison_problems",
+    "filter_problems",
+    "kind_problems",
+    "static_kind",
+]
 
 # Resolves a name or a path (``deal``, ``deal.amount``) to its kind; None when unknown.
 NameKinds = Callable[[Name | Path], str | None]
 
-_FUNCTION_KINDS = {"now": "timestamp", "timestamp": "timestamp", "duration": "duration"}
-_FILTER_KINDS = {
-    "minus": "timestamp",
-    "plus": "timestamp",
-    "length": "integer",
-    "upper": "string",
-    "lower": "string",
-    "trim": "string",
-    "string": "string",
-    "json": "string",
-    "join": "string",
-    "date": "string",
-    "int": "integer",
-    "float": "number",
-    "round": "number",
-    "keys": "list",
-    "values": "list",
-}
 _COMPARED = ("==", "!=", "<", "<=", ">", ">=")
 
 
@@ -73,7 +65,8 @@ def static_kind(expr: Expr, names: NameKinds) -> str | None:
             kind = static_kind(operand, names)
             return kind if kind in (*NUMERIC_KINDS, "duration") else None
         case Call(name=name):
-            return _FUNCTION_KINDS.get(name)
+            function = FUNCTIONS.get(name)
+            return function.gives if function else None
         case Pipe():
             return _pipe_kind(expr, names)
         case Chain():
@@ -82,16 +75,22 @@ def static_kind(expr: Expr, names: NameKinds) -> str | None:
 
 
 def _pipe_kind(pipe: Pipe, names: NameKinds) -> str | None:
-    last = pipe.filters[-1]
-    if last.name != "default":
-        return _FILTER_KINDS.get(last.name)
-    before = Pipe(pipe.offset, pipe.target, pipe.filters[:-1]) if len(pipe.filters) > 1 else None
-    value = static_kind(before or pipe.target, names)
-    fallback = static_kind(last.args[0], names)
-    if value is None or fallback is None:
+    kind = static_kind(pipe.target, names)
+    for call in pipe.filters:
+        kind = _after(call, kind, names)
+    return kind
+
+
+def _after(call: FilterCall, before: str | None, names: NameKinds) -> str | None:
+    """The kind a filter gives for a value of kind ``before``."""
+    if call.name != "default":
+        spec = FILTERS.get(call.name)
+        return spec.gives if spec else None
+    fallback = static_kind(call.args[0], names)
+    if before is None or fallback is None:
         return None
-    if fallback == "null" or comparison_problem("==", value, fallback) is None:
-        return value if value != "null" else fallback
+    if fallback == "null" or comparison_problem("==", before, fallback) is None:
+        return before if before != "null" else fallback
     return None
 
 
@@ -122,3 +121,30 @@ def comparison_problems(expr: Expr, names: NameKinds) -> list[tuple[int, str]]:
         if problem:
             found.append((node.op_offset, problem))
     return sorted(found)
+
+
+def filter_problems(expr: Expr, names: NameKinds) -> list[tuple[int, str]]:
+    """Each filter in ``expr`` whose input has a known kind the filter does not take: (offset of
+    the filter's name, the message the run would fail with), in source order."""
+    found: list[tuple[int, str]] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        stack.extend(reversed(children(node)))
+        if not isinstance(node, Pipe):
+            continue
+        kind = static_kind(node.target, names)
+        for call in node.filters:
+            spec = FILTERS.get(call.name)
+            # null is refused when the run gets there, naming the path: not a kind mismatch
+            if spec is not None and kind not in (None, "null"):
+                problem = spec.kind_problem(kind)
+                if problem:
+                    found.append((call.offset, problem))
+            kind = _after(call, kind, names)
+    return sorted(found)
+
+
+def kind_problems(expr: Expr, names: NameKinds) -> list[tuple[int, str]]:
+    """Comparisons and filters that fail whenever they run, by the kinds known before the run."""
+    return sorted(comparison_problems(expr, names) + filter_problems(expr, names))

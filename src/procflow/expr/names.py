@@ -4,7 +4,8 @@ Filters and functions are checked by :func:`parse`; this module checks the names
 knows about (inputs, earlier steps, loop names, ``run``, ``error``) and, where a shape is known
 (e.g. a connector's declared result fields), the paths into them. Where the kinds of both sides
 of a comparison are known (a literal, a declared input type, a declared result field), comparing
-values of different kinds is reported too (:mod:`procflow.expr.kinds`).
+values of different kinds is reported too, and so is a filter given a kind it does not take
+(:mod:`procflow.expr.kinds`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from types import MappingProxyType
 from procflow.expr.ast import Attr, Expr, Item, Literal, Name, Path, children
 from procflow.expr.constants import constant_problems
 from procflow.expr.functions import FUNCTIONS
-from procflow.expr.kinds import NameKinds, comparison_problems
+from procflow.expr.kinds import NameKinds, kind_problems
 from procflow.expr.parser import suggest
 
 __all__ = [
@@ -217,11 +218,11 @@ def _kind_in(scope: StaticScope) -> NameKinds:
 
 
 def check(expr: Expr, scope: StaticScope) -> list[Problem]:
-    """Problems with the names (and known paths) ``expr`` reads, then with the comparisons of
-    values whose kinds are known, then with written-out durations and timestamps, each in
+    """Problems with the names (and known paths) ``expr`` reads, then with the comparisons and
+    filters of values whose kinds are known, then with written-out durations and timestamps, each in
     source order."""
     problems = _name_problems(expr, scope)
-    kinds = comparison_problems(expr, _kind_in(scope)) + constant_problems(expr)
+    kinds = kind_problems(expr, _kind_in(scope)) + constant_problems(expr)
     return problems + [Problem(offset, message) for offset, message in kinds]
 
 

@@ -33,7 +33,8 @@ from procflow.expr.ast import (
     Unary,
     children,
 )
-from procflow.expr.functions import FILTERS, FUNCTIONS, arity_text
+from procflow.expr.filters import FILTERS
+from procflow.expr.functions import FUNCTIONS, arity_text
 from procflow.expr.hints import close_match
 from procflow.expr.lexer import MAX_LENGTH, Lexer, Token
 
@@ -218,9 +219,8 @@ class _Parser:
         self.advance()
         spec = FILTERS.get(tok.text)
         if spec is None:
-            raise ExprSyntaxError(
-                f"unknown filter [{tok.text}]" + suggest(tok.text, FILTERS), tok.offset
-            )
+            hint = suggest(tok.text, FILTERS) or f"; the filters are {', '.join(sorted(FILTERS))}"
+            raise ExprSyntaxError(f"unknown filter [{tok.text}]{hint}", tok.offset)
         args = self.arguments() if self.at_op("(") else ()
         if not spec.min_args <= len(args) <= spec.max_args:
             raise ExprSyntaxError(

@@ -2,19 +2,34 @@
 
 Integers compare and index cheaply in both SQL dialects; conversion to ISO-8601 happens only at
 the edges (CLI, API, history output). Which clock is in force is a property of the store: a
-store created with ``--virtual-clock`` keeps its own time (see ``Engine.now``).
+store created with ``--virtual-clock`` keeps its own time, read by :func:`store_now`.
 """
 
 from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 from procflow.expr import parse_timestamp
 
 
+class ClockMeta(Protocol):
+    """Where a store keeps its clock (a transaction, a reader)."""
+
+    def meta_get(self, key: str) -> str | None: ...
+
+
 def system_now() -> int:
     return time.time_ns() // 1000
+
+
+def store_now(meta: ClockMeta | None) -> int:
+    """The store's clock, the one way every reader reads it: a virtual clock's time, kept in the
+    store (another process may move it), else the system's. ``None``: the caller knows the store
+    keeps no clock of its own (``Engine.now`` reads that once, not in every transaction)."""
+    value = meta.meta_get("clock_now") if meta is not None else None
+    return int(value) if value is not None else system_now()
 
 
 def to_datetime(micros: int) -> datetime:

@@ -28,7 +28,7 @@ from procflow.errors import (
 )
 from procflow.expr import parse_duration
 from procflow.model.ir import Application, EventSpec, Flow
-from procflow.runtime.clock import LATEST, VIRTUAL_EPOCH, from_iso, micros, system_now
+from procflow.runtime.clock import LATEST, VIRTUAL_EPOCH, from_iso, micros, store_now
 from procflow.runtime.data.events import Event, make_event
 from procflow.runtime.data.identity import ADMINISTRATOR, Actor, TokenTable, checked_name
 from procflow.runtime.data.inputs import check_inputs
@@ -145,10 +145,7 @@ class Engine:
         return self._clock_kind == "virtual"
 
     def now(self) -> int:
-        if not self.is_virtual:
-            return system_now()
-        value = self.store.read().meta_get("clock_now")  # another process may move it
-        return int(value) if value is not None else system_now()
+        return store_now(self.store.read() if self.is_virtual else None)
 
     def set_clock(self, target: int) -> None:
         """Move a virtual clock forward to ``target``, running what is due at each instant."""

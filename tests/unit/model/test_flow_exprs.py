@@ -174,8 +174,9 @@ def test_names(tmp_path: Path, text: str, expected: list[str]) -> None:
     run_cases(tmp_path, text, expected)
 
 
-# Comparing values of different kinds fails when it runs; where both kinds are known statically
-# (literals, declared input types, declared result fields, functions) validation says so.
+# Comparing values of different kinds fails when it runs, as does a filter given a kind it does not
+# take; where the kinds are known statically (literals, declared input types, declared result
+# fields, functions, filters) validation says so.
 KIND_HEAD = (
     "flow: t\ninputs:\n  due: { type: timestamp }\n  n: { type: integer }\n"
     "  deal: { type: object }\nsteps:\n"
@@ -214,11 +215,35 @@ KIND_CASES = [
         '  - a: { set: { x: 1 }, if: "{{ r.status == 200.0 and due != null and deal.x == 1 '
         'and n < 2.5 and due < now() }}" }\n',
     ),
+    case(
+        "a filter given an integer input",
+        KIND_HEAD + '  - a: { set: { x: "{{ n | upper }}" } }\n',
+        F + "7:28: error: step [a]: set.x: filter [upper] needs a string, got integer",
+    ),
+    case(
+        "a filter given what the filter before it gives",
+        KIND_HEAD + '  - a: { log.write: { message: "{{ deal | keys | trim }}" } }\n',
+        F + "7:50: error: step [a]: log.write.message: filter [trim] needs a string, got list",
+    ),
+    case(
+        "a filter given a declared result field",
+        KIND_HEAD + "  - r: { http.request: { url: 'https://x' } }\n"
+        "  - a: { set: { x: 1 }, if: \"{{ r.status | date == 'x' }}\" }\n",
+        F + "8:44: error: step [a]: if: filter [date] needs a timestamp or an ISO-8601 string, "
+        "got integer",
+    ),
+    case(
+        "filters given what they take, or a kind not known, are not judged",
+        KIND_HEAD + '  - a: { set: { x: "{{ n | string | upper }}", y: "{{ deal.x | upper }}", '
+        'z: "{{ due | date }}", w: "{{ n | round }}" } }\n',
+    ),
 ]
 
 
 @pytest.mark.parametrize(("text", "expected"), KIND_CASES)
-def test_comparisons_of_known_kinds(tmp_path: Path, text: str, expected: list[str]) -> None:
+def test_comparisons_and_filters_of_known_kinds(
+    tmp_path: Path, text: str, expected: list[str]
+) -> None:
     run_cases(tmp_path, text, expected)
 
 

@@ -1468,6 +1468,11 @@ KINDS = [
         ),
         "step [w]: when [internal == 'yes']: [==] cannot compare boolean with string",
     ),
+    case(
+        "decision-integer-field-given-to-a-text-filter",
+        process("{ name: d, kind: decision, args: { if: \"qty | upper == 'A'\", then: end } }", OK),
+        f"t.intent:45:55: error: process [P] step [d]: if [qty | upper == 'A']: filter [upper] needs a string, got integer ({P}.steps[0].args.if)",
+    ),
 ]
 
 TABLES = {

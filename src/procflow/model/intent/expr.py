@@ -26,7 +26,7 @@ from procflow.expr.ast import (
     Unary,
 )
 from procflow.expr.constants import constant_problems
-from procflow.expr.kinds import NameKinds, comparison_problems
+from procflow.expr.kinds import NameKinds, kind_problems
 from procflow.model.intent.values import INTEGER_TYPES, NUMBER_TYPES, literal_fits
 from procflow.model.ir import Entity
 from procflow.model.reading.reader import Reader
@@ -153,13 +153,14 @@ def _name_kind(record: Record) -> NameKinds:
     return kind
 
 
-def check_comparisons(
+def check_kinds(
     expr: Expr, node: YScalar, record: Record, context: str, what: str, reader: Reader
 ) -> None:
     """Report each comparison of two values whose kinds differ, where both kinds are known (a
-    field's type, a literal): it fails whenever it runs (``[==] cannot compare ...``); and each
+    field's type, a literal): it fails whenever it runs (``[==] cannot compare ...``); each filter
+    given a known kind it does not take (``filter [upper] needs a string, got integer``); and each
     written-out duration or timestamp that is refused (``duration('3000000d')``)."""
-    found = comparison_problems(expr, _name_kind(record)) + constant_problems(expr)
+    found = kind_problems(expr, _name_kind(record)) + constant_problems(expr)
     for offset, message in found:
         reader.error(at(node, offset), context, f"{what} [{node.value}]: {message}")
 

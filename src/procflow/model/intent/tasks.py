@@ -11,7 +11,7 @@ from procflow.model.intent.expr import (
     Record,
     at,
     boolean_problem,
-    check_comparisons,
+    check_kinds,
     check_names,
     duration,
     no_trigger,
@@ -343,4 +343,4 @@ def check_condition(
         problem = boolean_problem(expr, record)
         if problem:
             proc.reader.error(node.pos, context, f"{what} [{node.value}] {problem}")
-        check_comparisons(expr, node, record, context, what, proc.reader)
+        check_kinds(expr, node, record, context, what, proc.reader)

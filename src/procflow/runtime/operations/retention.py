@@ -21,10 +21,10 @@ from typing import Any
 
 from procflow.errors import DurationError, ExprError, UsageError
 from procflow.expr import parse_duration
-from procflow.runtime.clock import from_datetime, from_iso, iso, micros, system_now
-from procflow.store.store import Store, Tx
+from procflow.runtime.clock import from_datetime, from_iso, iso, micros, store_now
+from procflow.store.store import Store
 
-__all__ = ["BATCH", "PurgeReport", "RetentionJob", "cutoff", "purge", "retention", "store_now"]
+__all__ = ["BATCH", "PurgeReport", "RetentionJob", "cutoff", "purge", "retention"]
 
 log = logging.getLogger("procflow.retention")
 
@@ -53,12 +53,6 @@ class PurgeReport:
             "ended_before": iso(self.ended_before),
             "rows": dict(sorted(self.rows.items())),
         }
-
-
-def store_now(reader: Tx) -> int:
-    """The store's clock: a virtual clock's time, else the system's."""
-    value = reader.meta_get("clock_now")
-    return int(value) if value is not None else system_now()
 
 
 def cutoff(given: Cutoff, now: int) -> int:

@@ -27,9 +27,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
+from procflow.runtime.clock import store_now
 from procflow.runtime.interpret import deadlines
 from procflow.runtime.operations.listing import WAIT_KINDS
-from procflow.runtime.operations.retention import store_now
 from procflow.runtime.transition import Transition
 from procflow.states import FINISHED, TokenState
 from procflow.store.rows import RunRow, TokenRow
