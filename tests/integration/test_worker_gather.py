@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from procflow.runtime.engine import Engine
-from procflow.runtime.work.loop import loop as work
+from procflow.runtime.work import loop as work
 
 FLOW = """\
 flow: tick

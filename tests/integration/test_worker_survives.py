@@ -22,8 +22,8 @@ import pytest
 
 from procflow.errors import StoreError
 from procflow.runtime.engine import Engine
+from procflow.runtime.work import loop as work
 from procflow.runtime.work.commit import Committer
-from procflow.runtime.work.loop import loop as work
 from procflow.store.store import Store
 from procflow.testing import fake_action
 

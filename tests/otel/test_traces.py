@@ -23,7 +23,7 @@ from opentelemetry.trace import StatusCode
 from starlette.testclient import TestClient
 
 from procflow.runtime.engine import Engine
-from procflow.runtime.work.loop import tracing
+from procflow.runtime.work import tracing
 from procflow.server.app import create_app
 from procflow.server.state import ServerState
 from procflow.testing import fake_action
@@ -284,7 +284,7 @@ def test_without_a_tracer_provider_attempts_make_no_span(engine: Engine, project
 def test_an_attempt_that_raises_is_an_incident_span_without_its_message(
     spans: InMemorySpanExporter, engine: Engine, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from procflow.runtime.work.loop import advancing
+    from procflow.runtime.work import advancing
 
     def broken(*args: Any) -> Any:
         raise RuntimeError(f"the engine broke on {SECRET_INPUT}")
