@@ -167,17 +167,6 @@ output: "{{ won }}"
 
 # --- intent apps ---------------------------------------------------------------------------------
 
-# The status setting an intent's ``EntityStatus`` relation points at: the first entry of an
-# ``entities:`` list.
-STATUS_ENTITY = """\
-  - name: Status
-    function: Setting
-    fields:
-      - { name: id, type: integer, primaryKey: true, generated: true }
-      - { name: name, type: string, required: true, length: 50 }
-"""
-
-
 # An app with every kind of input to refuse: records with text, a decimal and a relation, a
 # review form, a triggered process and one started by hand, and an entity no process runs for.
 PROVISIONING_APP = """\
@@ -224,9 +213,3 @@ processes:
         kind: serviceTask
         args: { notify: { to: records@example.com, subject: archived, body: "an archive" } }
 """
-
-
-def status_seeds(*names: str) -> str:
-    """The ``seeds:`` section giving :data:`STATUS_ENTITY` the rows ``names``, ids from 1."""
-    rows = ", ".join(f"{{ id: {i}, name: {name} }}" for i, name in enumerate(names, 1))
-    return f"seeds:\n  - name: statuses\n    entity: Status\n    rows: [ {rows} ]\n"
