@@ -153,6 +153,21 @@ SEED_APPROVAL = """\
       timeout: 24h
 """
 
+# The start of the deal approval atop docs/reference/flow.md: post the question on Slack, then
+# the seed's approval step; a test appends the steps after it and the output.
+DEAL_APPROVAL_START = (
+    """\
+flow: deal-approval
+inputs:
+  deal: { type: object, required: true }
+steps:
+  - ask:
+      slack.post: { channel: "#sales-ops", text: "Approve {{ deal.name }}?" }
+      retry: { count: 3, every: 30s }
+"""
+    + SEED_APPROVAL
+)
+
 # Started by a won deal over 10,000 (a trigger with a condition), on the crm connector.
 BIG_DEALS = """\
 flow: big-deals

@@ -17,7 +17,7 @@ from typing import Any
 
 import cli_runner
 import pytest
-from projects import BIG_DEALS, SEED_APPROVAL, crm_connector, write
+from projects import BIG_DEALS, DEAL_APPROVAL_START, SEED_APPROVAL, crm_connector, write
 
 from procflow.runtime.engine import Engine
 from procflow.store.store import Store
@@ -29,16 +29,7 @@ ONBOARDING = ROOT / "examples" / "onboarding"
 pytestmark = pytest.mark.empty_store
 
 DEAL_APPROVAL = (
-    """\
-flow: deal-approval
-inputs:
-  deal: { type: object, required: true }
-steps:
-  - ask:
-      slack.post: { channel: "#sales-ops", text: "Approve {{ deal.name }}?" }
-      retry: { count: 3, every: 30s }
-"""
-    + SEED_APPROVAL
+    DEAL_APPROVAL_START
     + """\
 output:
   status: "{{ approval.status }}"

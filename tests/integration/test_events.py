@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from projects import SEED_APPROVAL, crm_connector, deploy_text
+from projects import DEAL_APPROVAL_START, SEED_APPROVAL, crm_connector, deploy_text
 
 from procflow.errors import EventError, UsageError
 from procflow.runtime.data.events import envelope
@@ -24,16 +24,7 @@ from procflow.runtime.engine import Engine
 # The example atop docs/reference/flow.md, minus the trigger: ask, wait for the click, nudge on a
 # timeout.
 DEAL_APPROVAL = (
-    """\
-flow: deal-approval
-inputs:
-  deal: { type: object, required: true }
-steps:
-  - ask:
-      slack.post: { channel: "#sales-ops", text: "Approve {{ deal.name }}?" }
-      retry: { count: 3, every: 30s }
-"""
-    + SEED_APPROVAL
+    DEAL_APPROVAL_START
     + """\
   - escalate:
       if: "{{ approval.status == 'timeout' }}"
