@@ -22,6 +22,9 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 
+from procflow.runtime.engine import Engine
+from procflow.store.store import Store
+
 pytest_plugins = ["procflow.testing"]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -310,3 +313,27 @@ def db_url(db_factory: PgOrFile, request: pytest.FixtureRequest) -> str:
     """A fresh store for this test: ``sqlite:///<tmp_path>/procflow.db`` or a new PostgreSQL
     database, holding procflow's schema (neither made with ``@pytest.mark.empty_store``)."""
     return db_factory(empty=request.node.get_closest_marker("empty_store") is not None)
+
+
+# --- what many behaviour tests open on that store -----------------------------------------------
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    """procflow's store at ``db_url``, ready for use, closed when the test ends."""
+    opened = Store(db_url)
+    opened.ensure_ready()
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def eng(db_url: str) -> Iterator[Engine]:
+    """A virtual-clock engine on ``db_url`` (either backend), closed when the test ends."""
+    engine = Engine.virtual(db_url)
+    try:
+        yield engine
+    finally:
+        engine.close()

@@ -17,6 +17,7 @@ from typing import Any
 
 import cli_runner
 import pytest
+from projects import BIG_DEALS, DEAL_APPROVAL_START, SEED_APPROVAL, crm_connector, write
 
 from procflow.runtime.engine import Engine
 from procflow.store.store import Store
@@ -27,62 +28,14 @@ ONBOARDING = ROOT / "examples" / "onboarding"
 # `procflow db init` must create the schema itself: on PostgreSQL, db_url names an empty database.
 pytestmark = pytest.mark.empty_store
 
-SEED_APPROVAL = """\
-  - approval:
-      wait_for: slack.approval
-      match: { message: "{{ ask.ts }}" }
-      timeout: 24h
-"""
-
 DEAL_APPROVAL = (
-    """\
-flow: deal-approval
-inputs:
-  deal: { type: object, required: true }
-steps:
-  - ask:
-      slack.post: { channel: "#sales-ops", text: "Approve {{ deal.name }}?" }
-      retry: { count: 3, every: 30s }
-"""
-    + SEED_APPROVAL
+    DEAL_APPROVAL_START
     + """\
 output:
   status: "{{ approval.status }}"
   event: "{{ approval.event }}"
 """
 )
-
-CRM_MANIFEST = """\
-connector: crm
-description: A stand-in CRM.
-actions:
-  ping:
-    args:
-      text: { type: string }
-    result: {}
-events:
-  deal_won:
-    payload:
-      deal:   { type: object, required: true }
-      amount: { type: number }
-      name:   { type: string }
-    correlate_on: [deal.id]
-  paid:
-    payload:
-      invoice: { type: number, required: true }
-      amount:  { type: number, required: true }
-    correlate_on: [invoice]
-"""
-
-BIG_DEALS = """\
-flow: big-deals
-trigger: { event: crm.deal_won, as: won, when: "{{ won.amount > 10000 }}" }
-inputs:
-  won: { type: object, required: true }
-steps:
-  - note: { log.write: { message: "won {{ won.name }}" } }
-output: "{{ won }}"
-"""
 
 ONBOARDING_INPUTS = (
     "--input", 'hire={"start_date": "2027-01-10", "name": "Ada"}',
@@ -122,18 +75,6 @@ def cli(tmp_path: Path, db_url: str, db_env: dict[str, str]) -> Cli:
     cli = Cli(db_url, db_env, tmp_path)
     assert "virtual clock at 2027-01-01T00:00:00Z" in cli("db", "init", "--virtual-clock").stdout
     return cli
-
-
-def write(path: Path, text: str) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return str(path)
-
-
-def crm_project(root: Path) -> Path:
-    write(root / "connectors" / "crm" / "manifest.yaml", CRM_MANIFEST)
-    write(root / "connectors" / "crm" / "__init__.py", "def ping(ctx, text=None):\n    return {}\n")
-    return root
 
 
 def entries(shown: dict[str, Any], type_: str, step: str | None = None) -> list[dict[str, Any]]:
@@ -266,7 +207,7 @@ def test_events_send_prints_the_delivery_report_as_json_and_in_words(
 def test_events_send_starts_triggered_flows_and_reports_guards_that_fail(
     cli: Cli, tmp_path: Path
 ) -> None:
-    project = crm_project(tmp_path / "crm")
+    project = crm_connector(tmp_path / "crm")
     cli("deploy", write(project / "big-deals.flow.yaml", BIG_DEALS))
     big = {"deal": {"id": 1}, "amount": 20000, "name": "Acme"}
     got = cli.send("crm.deal_won", "--data", json.dumps(big), "--id", "won-1")
@@ -378,7 +319,7 @@ BAD: list[tuple[tuple[str, ...], list[str]]] = [
 
 
 def test_bad_events_exit_2_with_a_message_and_change_nothing(cli: Cli, tmp_path: Path) -> None:
-    project = crm_project(tmp_path / "project")
+    project = crm_connector(tmp_path / "project")
     flow = write(project / "deal-approval.flow.yaml", DEAL_APPROVAL)
     cli("deploy", write(project / "big-deals.flow.yaml", BIG_DEALS))
     run = cli.json("run", flow, "--input", 'deal={"name": "Acme"}')

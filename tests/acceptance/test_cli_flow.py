@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_runner import Cli
+from cli_runner import Cli, live_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 ONBOARDING = ROOT / "examples" / "onboarding"
@@ -32,23 +32,6 @@ def cli(tmp_path: Path, db_url: str, db_env: dict[str, str]) -> Cli:
     cli = Cli(db_url, db_env, tmp_path)
     assert "virtual clock at 2027-01-01T00:00:00Z" in cli("db", "init", "--virtual-clock").stdout
     return cli
-
-
-def live_processes(marker: str) -> list[str]:
-    """Command lines of live processes other than this one that mention ``marker``."""
-    if not Path("/proc").is_dir():
-        return []
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if marker in cmdline:
-            found.append(f"{proc.name}: {cmdline}")
-    return found
 
 
 def history(shown: dict[str, Any], *types: str) -> list[tuple[Any, ...]]:

@@ -16,108 +16,30 @@ from typing import Any
 
 import cli_runner
 import pytest
-
-from procflow.store.store import Store
+from projects import PAID_WAIT, PROVISIONING_APP, paid_connector, write, write_flow
+from store_dump import dump
 
 # `procflow db init` must create the schema itself: on PostgreSQL, db_url names an empty database.
 pytestmark = pytest.mark.empty_store
-
-APP = """\
-name: provisioning
-entities:
-  - name: Status
-    function: Setting
-    fields:
-      - { name: id, type: integer, primaryKey: true, generated: true }
-      - { name: name, type: string, required: true, length: 50 }
-  - name: Tenant
-    fields:
-      - { name: id, type: integer, primaryKey: true, generated: true }
-      - { name: title, type: string, required: true, length: 200 }
-      - { name: note, type: string, length: 50 }
-    relations:
-      - { name: Progress, kind: manyToOne, to: Status, function: EntityStatus, init: Requested }
-  - name: Order
-    fields:
-      - { name: id, type: integer, primaryKey: true, generated: true }
-      - { name: title, type: string, length: 50 }
-forms:
-  - { name: Review, forEntity: Tenant, fields: [note], actions: [approve] }
-seeds:
-  - name: statuses
-    entity: Status
-    rows: [ { id: 1, name: Requested }, { id: 2, name: Done } ]
-processes:
-  - name: Provision
-    trigger: { onCreate: Tenant }
-    steps:
-      - { name: review, kind: userTask, args: { assignee: manager, form: Review } }
-"""
-
-CRM_MANIFEST = """\
-connector: crm
-description: A stand-in CRM with one event.
-actions:
-  ping:
-    args: {}
-    result: {}
-events:
-  paid:
-    payload:
-      invoice: { type: number, required: true }
-    correlate_on: [invoice]
-"""
-
-PAID_WAIT = """\
-flow: paid-wait
-inputs:
-  invoice: { type: number, required: true }
-  extra: { type: object }
-steps:
-  - paid:
-      wait_for: crm.paid
-      match: { invoice: "{{ invoice }}" }
-      timeout: 1h
-"""
 
 BAD_JSON_TEXT = '"a\\ud800b"'  # JSON text for a lone surrogate: valid JSON, not valid Unicode
 
 
 class Cli(cli_runner.Cli):
-    def tables(self) -> dict[str, list[str]]:
-        """Every row of every table, as text, sorted."""
-        store = Store(self.url)
-        try:
-            reader = store.read()
-            if store.dialect == "postgresql":
-                sql = "SELECT table_name FROM information_schema.tables WHERE table_schema='public'"
-            else:
-                sql = "SELECT name FROM sqlite_master WHERE type='table'"
-            names = sorted(row[0] for row in reader.c.execute(sql).fetchall())
-            return {
-                name: sorted(repr(tuple(r)) for r in reader.c.execute(f"SELECT * FROM {name}"))
-                for name in names
-            }
-        finally:
-            store.close()
-
     def refused(self, *args: str) -> str:
         """A refused request: exit 2, one line on stderr, and the store exactly as it was."""
-        before = self.tables()
+        before = dump(self.url)
         message = self.error(*args).strip()
         assert len(message.splitlines()) == 1, message
-        assert self.tables() == before, args
+        assert dump(self.url) == before, args
         return message
 
 
 @pytest.fixture
 def cli(tmp_path: Path, db_url: str, db_env: dict[str, str]) -> Cli:
-    crm = tmp_path / "connectors" / "crm"
-    crm.mkdir(parents=True)
-    (crm / "manifest.yaml").write_text(CRM_MANIFEST)
-    (crm / "__init__.py").write_text("def ping(ctx):\n    return {}\n")
-    (tmp_path / "app.intent").write_text(APP)
-    (tmp_path / "paid-wait.flow.yaml").write_text(PAID_WAIT)
+    paid_connector(tmp_path)
+    write(tmp_path / "app.intent", PROVISIONING_APP)
+    write_flow(tmp_path, PAID_WAIT)
     cli = Cli(db_url, db_env, tmp_path)
     cli("db", "init", "--virtual-clock")
     cli("deploy", "app.intent")
@@ -228,7 +150,7 @@ def test_a_referenced_seeded_status_row_cannot_be_deleted(cli: Cli) -> None:
 def test_run_refuses_a_bad_record_or_input_before_it_deploys_anything(
     cli: Cli, tmp_path: Path
 ) -> None:
-    (tmp_path / "v2.intent").write_text(APP.replace("length: 200", "length: 5"))
+    (tmp_path / "v2.intent").write_text(PROVISIONING_APP.replace("length: 200", "length: 5"))
     message = cli.refused("run", "v2.intent", "--record", '{"title": "far too long"}')
     assert "title" in message  # the record was refused: the new version was not deployed either
     (tmp_path / "v2.flow.yaml").write_text(PAID_WAIT.replace("flow: paid-wait", "flow: v2"))

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import cli_runner
 import pytest
 
 from procflow.runtime.engine import Engine
 
-Procflow = Callable[..., subprocess.CompletedProcess[str]]
 EPOCH = 1_798_761_600_000_000  # 2027-01-01T00:00:00Z, where a virtual clock starts
 
 INTENT = """\
@@ -70,38 +66,12 @@ def write_project(root: Path) -> Path:
     return root / "app.intent"
 
 
-class Cli:
-    """`procflow ... --db <tmp store>` with helpers for JSON output and clean errors."""
-
-    def __init__(self, procflow: Procflow, root: Path, db_url: str) -> None:
-        self.procflow = procflow
-        self.root = root
-        self.db = db_url
-
-    def __call__(self, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
-        result = self.procflow(*args, "--db", self.db, cwd=self.root)
-        assert result.returncode == code, (args, result.stdout, result.stderr)
-        assert "Traceback" not in result.stderr, result.stderr
-        return result
-
-    def json(self, *args: str, code: int = 0) -> Any:
-        return json.loads(self(*args, "--json", code=code).stdout)
-
-    def error(self, *args: str) -> str:
-        """A rejected request: exit 2, one clear message on stderr, nothing on stdout."""
-        result = self(*args, code=2)
-        assert result.stderr.strip(), args
-        assert result.stdout == "", result.stdout
-        return result.stderr
-
-    def errors(self, *commands: tuple[str, ...]) -> list[str]:
-        """Several rejected requests at once (each its own process; they only read or roll back)."""
-        with ThreadPoolExecutor(max_workers=len(commands)) as pool:
-            return list(pool.map(lambda args: self.error(*args), commands))
+class Cli(cli_runner.Cli):
+    """The shared runner, plus the store read in-process."""
 
     def state(self) -> tuple[Any, ...]:
         """Everything a rejected request must leave as it was, read in-process."""
-        engine = Engine(self.db)
+        engine = Engine(self.url)
         try:
             reader = engine.store.read()
             runs = engine.list_runs()
@@ -117,21 +87,21 @@ class Cli:
 
 
 @pytest.fixture
-def cli(procflow: Procflow, tmp_path: Path, db_url: str) -> Cli:
+def cli(tmp_path: Path, db_url: str, db_env: dict[str, str]) -> Cli:
     """A virtual-clock store with the project deployed (set up in-process: it is not the test)."""
     path = write_project(tmp_path)
     engine = Engine.virtual(db_url)
     engine.deploy(str(path))
     engine.close()
-    return Cli(procflow, tmp_path, db_url)
+    return Cli(db_url, db_env, tmp_path)
 
 
 @pytest.mark.empty_store
 def test_db_init_deploy_and_run_wait_exit_codes(
-    procflow: Procflow, tmp_path: Path, db_url: str
+    tmp_path: Path, db_url: str, db_env: dict[str, str]
 ) -> None:
     write_project(tmp_path)
-    cli = Cli(procflow, tmp_path, db_url)
+    cli = Cli(db_url, db_env, tmp_path)
     assert "virtual clock" in cli("db", "init", "--virtual-clock").stdout
     assert "already holds a procflow store" in cli.error("db", "init", "--virtual-clock")
     assert cli("deploy", "app.intent").stdout.strip() == "Provision → version 1"
@@ -200,7 +170,7 @@ def test_records_runs_worker_and_clock(cli: Cli) -> None:
 
 
 def test_runs_retry_completes_a_failed_run(cli: Cli) -> None:
-    (cli.root / "broken.flag").touch()
+    (cli.cwd / "broken.flag").touch()
     cli("records", "create", "Tenant", "--data", '{"title": "broken"}')
     cli("clock", "advance", "PT3H")
     [run] = cli.json("runs", "list", "--status", "failed")
@@ -209,7 +179,7 @@ def test_runs_retry_completes_a_failed_run(cli: Cli) -> None:
     assert shown["error"]["message"] == "the service is broken (attempt 3)"
     assert shown["tokens"] == [{"step": "call", "state": "failed"}]
 
-    (cli.root / "broken.flag").unlink()  # the operator fixes the outside world, then retries
+    (cli.cwd / "broken.flag").unlink()  # the operator fixes the outside world, then retries
     assert "retrying" in cli("runs", "retry", run["id"]).stdout
     cli("worker", "--until-idle")
     shown = cli.json("runs", "show", run["id"])
@@ -252,10 +222,10 @@ def test_bad_input_is_refused_clearly_and_changes_nothing(cli: Cli) -> None:
 
 @pytest.mark.empty_store
 def test_clock_commands_need_a_virtual_clock(
-    procflow: Procflow, tmp_path: Path, db_url: str
+    tmp_path: Path, db_url: str, db_env: dict[str, str]
 ) -> None:
     write_project(tmp_path)
-    cli = Cli(procflow, tmp_path, db_url)
+    cli = Cli(db_url, db_env, tmp_path)
     cli("db", "init")
     assert "(system clock)" in cli("clock", "show").stdout
     assert "--virtual-clock" in cli.error("clock", "advance", "PT1H")

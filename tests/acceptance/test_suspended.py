@@ -8,12 +8,11 @@ picks it up from the store once the (virtual) clock has moved past the due time.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_runner import Cli
+from cli_runner import live_processes as procflow_processes  # of our database URL
 
 APP = """\
 name: suspended
@@ -47,47 +46,6 @@ class Pinger:
 """
 
 
-class Cli:
-    """Runs `procflow` as a user would: one subprocess per command, each waited for."""
-
-    def __init__(self, db_url: str, db_env: dict[str, str]) -> None:
-        self.url = db_url
-        self.db_env = db_env  # the shared key on PostgreSQL
-        self.pids: dict[str, list[int]] = {}
-
-    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PROCFLOW_")}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "procflow.cli", *args, "--db", self.url],
-            env={**env, **self.db_env, "NO_COLOR": "1"},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        out, err = proc.communicate(timeout=60)
-        self.pids.setdefault(" ".join(args[:2]), []).append(proc.pid)
-        assert proc.returncode == 0, f"procflow {' '.join(args)}: {err}"
-        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-    def show(self, run_id: str) -> dict:
-        return json.loads(self("runs", "show", run_id, "--json").stdout)
-
-
-def procflow_processes(marker: str) -> list[str]:
-    """Command lines of live processes mentioning ``marker`` (our database URL)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if marker in cmdline:
-            found.append(f"{proc.name}: {cmdline}")
-    return found
-
-
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list processes")
 @pytest.mark.empty_store
 def test_a_run_waiting_an_hour_is_resumed_by_a_new_worker_process(
@@ -97,7 +55,7 @@ def test_a_run_waiting_an_hour_is_resumed_by_a_new_worker_process(
     (project / "custom").mkdir(parents=True)
     (project / "app.intent").write_text(APP)
     (project / "custom" / "__init__.py").write_text(DELEGATE)
-    cli = Cli(db_url, db_env)
+    cli = Cli(db_url, db_env, tmp_path)
 
     cli("db", "init", "--virtual-clock")
     cli("deploy", str(project / "app.intent"))

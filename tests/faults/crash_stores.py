@@ -1,8 +1,13 @@
-"""What the crash tests share: a store of one backend (`Db`) and `CaseStores`, which makes a
-fresh store per crash case so module-scoped fixtures can run the cases side by side."""
+"""What the crash tests share: a store of one backend (`Db`), `CaseStores`, which makes a
+fresh store per crash case so module-scoped fixtures can run the cases side by side, and the
+`procflow` processes they start, kill and recover with."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -12,6 +17,8 @@ from typing import Any
 import pytest
 
 from procflow.store.store import Store
+
+LEASE_SECONDS = "1"
 
 
 @dataclass(frozen=True)
@@ -57,3 +64,60 @@ class CaseStores:
         for url in self.made:
             assert self.pg is not None
             self.pg.drop(url)
+
+
+def procflow_env(db: Db, faults: str = "") -> dict[str, str]:
+    """A `procflow` process's environment on ``db``: none of the caller's PROCFLOW_* settings,
+    short leases, one slot, and the fault injection ``faults`` (``point=hit``) if any."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCFLOW_")}
+    env.update(db.env, PROCFLOW_DATABASE_URL=db.url, PROCFLOW_LEASE_SECONDS=LEASE_SECONDS)
+    # One slot: attempts run one after another, so a kill at the Nth hit of a point lands after
+    # exactly the attempts the case counts (kills amid concurrent attempts: the chaos test).
+    env["PROCFLOW_SLOTS"] = "1"
+    if faults:
+        env["PROCFLOW_FAULTS"] = faults
+    return env
+
+
+def procflow(db: Db, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "procflow.cli", *args],
+        env=procflow_env(db),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def kill_worker_at(db: Db, point: str, hit: int) -> tuple[int, int]:
+    """Run `procflow worker --until-idle` until fault injection kills it at the ``hit``-th pass of
+    ``point``: its pid, and how many runs' leases it still held (the next worker takes them)."""
+    crashed = subprocess.Popen(
+        [sys.executable, "-m", "procflow.cli", "worker", "--until-idle"],
+        env=procflow_env(db, f"{point}={hit}"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _, err = crashed.communicate(timeout=60)
+    assert crashed.returncode == -9, f"the worker was meant to die at {point}={hit}: {err}"
+    [(leased,)] = db.query(
+        "SELECT count(*) FROM runs WHERE lease_owner LIKE ?", f"%:{crashed.pid}#%"
+    )
+    assert isinstance(leased, int)
+    return crashed.pid, leased
+
+
+def jump_clock(db: Db, seconds: int) -> None:
+    """Time passes with no process alive: move the virtual clock without running anything."""
+    db.query(
+        "UPDATE meta SET value = CAST(CAST(value AS BIGINT) + ? AS TEXT) WHERE key = 'clock_now'",
+        seconds * 1_000_000,
+    )
+
+
+def wait_for_leases_to_expire(db: Db) -> None:
+    """The dead worker's leases run out after PROCFLOW_LEASE_SECONDS of wall-clock time."""
+    [(until,)] = db.query("SELECT max(lease_until) FROM runs")
+    if isinstance(until, int):
+        time.sleep(max(0.0, until / 1_000_000 - time.time() + 0.05))

@@ -14,24 +14,26 @@ the same idempotency key on a replay.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-import time
 from collections import Counter
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from crash_stores import CaseStores, Db
+from crash_stores import (
+    CaseStores,
+    Db,
+    jump_clock,
+    kill_worker_at,
+    procflow,
+    wait_for_leases_to_expire,
+)
 
 from procflow.runtime.engine import Engine
 
 PROJECT = Path(__file__).parent / "crash_project"
 RUNS = 3
-LEASE_SECONDS = "1"
 
 # (type, step, attempt, seconds after the start on the virtual clock) of every run, crash or not.
 EXPECTED = [
@@ -89,38 +91,6 @@ CASES = [
 ]
 
 
-def procflow(db: Db, *args: str, faults: str = "") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCFLOW_")}
-    env.update(db.env, PROCFLOW_DATABASE_URL=db.url, PROCFLOW_LEASE_SECONDS=LEASE_SECONDS)
-    # One slot: attempts run one after another, so a kill at the Nth hit of a point lands after
-    # exactly the attempts the case counts (kills amid concurrent attempts: the chaos test).
-    env["PROCFLOW_SLOTS"] = "1"
-    if faults:
-        env["PROCFLOW_FAULTS"] = faults
-    return subprocess.run(
-        [sys.executable, "-m", "procflow.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def jump_clock(db: Db, seconds: int) -> None:
-    """Time passes with no process alive: move the virtual clock without running anything."""
-    db.query(
-        "UPDATE meta SET value = CAST(CAST(value AS BIGINT) + ? AS TEXT) WHERE key = 'clock_now'",
-        seconds * 1_000_000,
-    )
-
-
-def wait_for_leases_to_expire(db: Db) -> None:
-    """The dead worker's leases run out after PROCFLOW_LEASE_SECONDS of wall-clock time."""
-    [(until,)] = db.query("SELECT max(lease_until) FROM runs")
-    if isinstance(until, int):
-        time.sleep(max(0.0, until / 1_000_000 - time.time() + 0.05))
-
-
 def prepare(tmp_path: Path, db: Db, phase: str) -> Path:
     """A store with RUNS runs brought to ``phase`` by an in-process engine (no faults)."""
     project = tmp_path / "project"
@@ -164,34 +134,14 @@ class Crash:
 def crash_and_recover(tmp_path: Path, db: Db, phase: str, point: str, hit: int) -> Crash:
     project = prepare(tmp_path, db, phase)
     before = effects(project)
-    crashed = subprocess.Popen(
-        [sys.executable, "-m", "procflow.cli", "worker", "--until-idle"],
-        env={
-            **{k: v for k, v in os.environ.items() if not k.startswith("PROCFLOW_")},
-            **db.env,
-            "PROCFLOW_DATABASE_URL": db.url,
-            "PROCFLOW_LEASE_SECONDS": LEASE_SECONDS,
-            "PROCFLOW_FAULTS": f"{point}={hit}",
-            "PROCFLOW_SLOTS": "1",  # attempts in order: the kill lands where the case counts
-        },
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    _, err = crashed.communicate(timeout=60)
-    assert crashed.returncode == -9, f"the worker was meant to die at {point}={hit}: {err}"
+    crashed_pid, leased = kill_worker_at(db, point, hit)
     during = effects(project)[len(before) :]
-    [(leased,)] = db.query(
-        "SELECT count(*) FROM runs WHERE lease_owner LIKE ?", f"%:{crashed.pid}#%"
-    )
-    assert isinstance(leased, int)
-
     wait_for_leases_to_expire(db)
     recovery = procflow(db, "worker", "--until-idle")
     assert recovery.returncode == 0, recovery.stderr
     advanced = procflow(db, "clock", "advance", "PT1H")
     assert advanced.returncode == 0, advanced.stderr
-    return Crash(project, db, before, during, crashed.pid, leased)
+    return Crash(project, db, before, during, crashed_pid, leased)
 
 
 Case = tuple[str, str, str, int]  # backend, phase, point, hit

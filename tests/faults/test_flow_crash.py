@@ -19,11 +19,7 @@ attempts the dead worker left uncommitted executed twice — with the same idemp
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-import time
 from collections import Counter
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -31,14 +27,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crash_stores import CaseStores, Db
+from crash_stores import (
+    CaseStores,
+    Db,
+    jump_clock,
+    kill_worker_at,
+    procflow,
+    wait_for_leases_to_expire,
+)
 
 from procflow.runtime.engine import Engine
 
 PROJECT = Path(__file__).parent / "flow_crash_project"
 FLOW = "crashy"
 RUNS = 3
-LEASE_SECONDS = "1"
 
 # The action attempts (path, attempt) a worker executes per round in each phase: the worker
 # advances every run it holds by one transition per round (one action attempt each, with the
@@ -104,42 +106,6 @@ def replayed(phase: str, point: str, hit: int) -> int:
     return calls - RUNS * ((hit - 1) // RUNS)
 
 
-def procflow_env(db: Db, faults: str = "") -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PROCFLOW_")}
-    env.update(db.env, PROCFLOW_DATABASE_URL=db.url, PROCFLOW_LEASE_SECONDS=LEASE_SECONDS)
-    # One slot: attempts run one after another, so a kill at the Nth hit of a point lands after
-    # exactly the attempts the case counts (kills amid concurrent attempts: the chaos test).
-    env["PROCFLOW_SLOTS"] = "1"
-    if faults:
-        env["PROCFLOW_FAULTS"] = faults
-    return env
-
-
-def procflow(db: Db, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "procflow.cli", *args],
-        env=procflow_env(db),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def jump_clock(db: Db, seconds: int) -> None:
-    """Time passes with no process alive: move the virtual clock without running anything."""
-    db.query(
-        "UPDATE meta SET value = CAST(CAST(value AS BIGINT) + ? AS TEXT) WHERE key = 'clock_now'",
-        seconds * 1_000_000,
-    )
-
-
-def wait_for_leases_to_expire(db: Db) -> None:
-    """The dead worker's leases run out after PROCFLOW_LEASE_SECONDS of wall-clock time."""
-    [(until,)] = db.query("SELECT max(lease_until) FROM runs")
-    if isinstance(until, int):
-        time.sleep(max(0.0, until / 1_000_000 - time.time() + 0.05))
-
-
 def prepare(tmp_path: Path, db: Db, phase: str) -> Path:
     """A store with RUNS flow runs brought to ``phase`` by an in-process engine (no faults); the
     virtual clock then jumps to the phase's due time without running anything."""
@@ -192,21 +158,7 @@ def crash_and_recover(tmp_path: Path, db: Db, phase: str, point: str | None, hit
     crashed_pid = None
     leased = 0
     if point is not None:
-        crashed = subprocess.Popen(
-            [sys.executable, "-m", "procflow.cli", "worker", "--until-idle"],
-            env=procflow_env(db, f"{point}={hit}"),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        _, err = crashed.communicate(timeout=60)
-        assert crashed.returncode == -9, f"the worker was meant to die at {point}={hit}: {err}"
-        crashed_pid = crashed.pid
-        [(count,)] = db.query(
-            "SELECT count(*) FROM runs WHERE lease_owner LIKE ?", f"%:{crashed.pid}#%"
-        )
-        assert isinstance(count, int)
-        leased = count
+        crashed_pid, leased = kill_worker_at(db, point, hit)
         wait_for_leases_to_expire(db)
     during = effects(project)[len(before) :]
     recovery = procflow(db, "worker", "--until-idle")

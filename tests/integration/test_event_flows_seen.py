@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from event_projects import deploy_text, events_project
+from projects import deploy_text, events_project
 
 from procflow.model.ir import Flow
 from procflow.runtime.definitions.catalog import Catalog

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from event_projects import deploy_text, events_project
+from projects import DESK_MANIFEST, deploy_text, events_project
 
 from procflow.errors import UsageError
 from procflow.runtime.engine import Engine
@@ -27,15 +27,6 @@ from procflow.store.queries.waits import SeenWait
 from procflow.store.rows import HistoryRow
 from procflow.store.store import Store, Tx
 
-MANIFEST = """\
-connector: desk
-description: Decisions arriving from outside.
-events:
-  decided:
-    payload:
-      key: { type: string, required: true }
-    correlate_on: [key]
-"""
 FLOW = """\
 flow: awaiting
 inputs:
@@ -80,7 +71,7 @@ class Counting:
 
 @pytest.fixture
 def engine(tmp_path: Path, db_url: str, db_env: dict[str, str]) -> Iterator[Engine]:
-    project = events_project(tmp_path, "desk", MANIFEST)
+    project = events_project(tmp_path, "desk", DESK_MANIFEST)
     eng = Engine.virtual(db_url, environ=dict(db_env))
     try:
         deploy_text(eng, project, FLOW)

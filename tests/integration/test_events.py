@@ -15,32 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from projects import DEAL_APPROVAL_START, SEED_APPROVAL, crm_connector, deploy_text
 
 from procflow.errors import EventError, UsageError
 from procflow.runtime.data.events import envelope
 from procflow.runtime.engine import Engine
 
-# The seed's `approval` step, verbatim (flow-waiting-and-polling.txt).
-SEED_APPROVAL = """\
-  - approval:
-      wait_for: slack.approval
-      match: { message: "{{ ask.ts }}" }
-      timeout: 24h
-"""
-
 # The example atop docs/reference/flow.md, minus the trigger: ask, wait for the click, nudge on a
 # timeout.
 DEAL_APPROVAL = (
-    """\
-flow: deal-approval
-inputs:
-  deal: { type: object, required: true }
-steps:
-  - ask:
-      slack.post: { channel: "#sales-ops", text: "Approve {{ deal.name }}?" }
-      retry: { count: 3, every: 30s }
-"""
-    + SEED_APPROVAL
+    DEAL_APPROVAL_START
     + """\
   - escalate:
       if: "{{ approval.status == 'timeout' }}"
@@ -106,34 +90,6 @@ output:
   second: "{{ second }}"
 """
 
-CRM_MANIFEST = """\
-connector: crm
-description: A stand-in CRM whose events correlate on a nested path and on a number.
-actions:
-  ping:
-    args:
-      text: { type: string }
-    result: {}
-events:
-  deal_won:
-    payload:
-      deal:   { type: object, required: true }
-      amount: { type: number }
-      name:   { type: string }
-    correlate_on: [deal.id]
-  paid:
-    payload:
-      invoice: { type: number, required: true }
-      amount:  { type: number, required: true }
-      paid_by: { type: string }
-    correlate_on: [invoice]
-"""
-
-CRM_CODE = """\
-def ping(ctx, text=None):
-    return {}
-"""
-
 WON_WAIT = """\
 flow: won-wait
 inputs:
@@ -177,19 +133,12 @@ class Project:
     that sees no Slack set-up (slack.post in outbox mode)."""
 
     def __init__(self, tmp_path: Path, db_url: str, db_env: dict[str, str]) -> None:
-        self.dir = tmp_path / "project"
-        crm = self.dir / "connectors" / "crm"
-        crm.mkdir(parents=True)
-        (crm / "manifest.yaml").write_text(CRM_MANIFEST)
-        (crm / "__init__.py").write_text(CRM_CODE)
+        self.dir = crm_connector(tmp_path / "project")
         self.eng = Engine.virtual(db_url, environ=dict(db_env))
 
     def deploy(self, *flows: str) -> None:
         for text in flows:
-            name = text.split("\n", 1)[0].removeprefix("flow: ").strip()
-            path = self.dir / f"{name}.flow.yaml"
-            path.write_text(textwrap.dedent(text))
-            self.eng.deploy(str(path))
+            deploy_text(self.eng, self.dir, textwrap.dedent(text))
 
     def start(self, name: str, inputs: dict[str, Any]) -> str:
         run_id = self.eng.start_flow(name, inputs)

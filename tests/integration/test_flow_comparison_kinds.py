@@ -8,22 +8,10 @@ through and the run meets the comparison.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from procflow.runtime.engine import Engine
-
-
-@pytest.fixture
-def eng(db_url: str) -> Iterator[Engine]:
-    engine = Engine.virtual(db_url)
-    try:
-        yield engine
-    finally:
-        engine.close()
 
 
 def run_flow(eng: Engine, tmp_path: Path, steps: str) -> dict[str, Any]:

@@ -103,15 +103,6 @@ class Svc:
 
 
 @pytest.fixture
-def eng(db_url: str) -> Iterator[Engine]:
-    engine = Engine.virtual(db_url)
-    try:
-        yield engine
-    finally:
-        engine.close()
-
-
-@pytest.fixture
 def svc() -> Iterator[Svc]:
     fake = Svc()
     with fake_action("svc.call", fake), fake_action("svc.check", fake):

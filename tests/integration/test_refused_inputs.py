@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from projects import PAID_WAIT, PROVISIONING_APP, paid_connector
+from store_dump import Dump, dump_store
 
 from procflow import api
 from procflow.errors import EventError, InputError, RecordError, TaskError, UsageError
@@ -25,72 +27,12 @@ from procflow.runtime.data.events import envelope
 from procflow.runtime.engine import Engine
 from procflow.states import RunStatus
 
-APP = """\
-name: provisioning
-entities:
-  - name: Status
-    function: Setting
-    fields:
-      - { name: id, type: integer, primaryKey: true, generated: true }
-      - { name: name, type: string, required: true, length: 50 }
-  - name: Customer
-    fields:
-      - { name: id, type: integer, primaryKey: true, generated: true }
-      - { name: name, type: string, length: 50 }
-  - name: Tenant
-    fields:
-      - { name: id, type: integer, primaryKey: true, generated: true }
-      - { name: title, type: string, required: true, length: 200 }
-      - { name: amount, type: decimal }
-      - { name: note, type: string, length: 50 }
-      - { name: failureMessage, type: string, length: 500 }
-    relations:
-      - { name: Progress, kind: manyToOne, to: Status, function: EntityStatus, init: Requested }
-      - { name: customer, kind: manyToOne, to: Customer }
-  - name: Order
-    fields:
-      - { name: id, type: integer, primaryKey: true, generated: true }
-      - { name: title, type: string, length: 50 }
-forms:
-  - { name: Review, forEntity: Tenant, fields: [amount, note], actions: [approve, reject] }
-seeds:
-  - name: statuses
-    entity: Status
-    rows: [ { id: 1, name: Requested }, { id: 2, name: Done }, { id: 3, name: Failed } ]
-processes:
-  - name: Provision
-    trigger: { onCreate: Tenant }
-    steps:
-      - { name: review, kind: userTask, args: { assignee: manager, form: Review } }
-      - { name: finish, kind: serviceTask, args: { setRelationField: Progress, value: Done } }
-  - name: Archive
-    steps:
-      - name: tell
-        kind: serviceTask
-        args: { notify: { to: records@example.com, subject: archived, body: "an archive" } }
-"""
-
 ELSEWHERE = """\
 name: elsewhere
 entities:
   - name: Elsewhere
     fields:
       - { name: id, type: integer, primaryKey: true, generated: true }
-"""
-
-CRM_MANIFEST = """\
-connector: crm
-description: A stand-in CRM with one event.
-actions:
-  ping:
-    args: {}
-    result: {}
-events:
-  paid:
-    payload:
-      invoice: { type: number, required: true }
-      note:    { type: string }
-    correlate_on: [invoice]
 """
 
 GREET = """\
@@ -102,17 +44,6 @@ steps:
   - say: { log.write: { message: "hello {{ who }}" } }
 """
 
-PAID_WAIT = """\
-flow: paid-wait
-inputs:
-  invoice: { type: number, required: true }
-steps:
-  - paid:
-      wait_for: crm.paid
-      match: { invoice: "{{ invoice }}" }
-      timeout: 1h
-"""
-
 BAD_TEXT = "a\ud800b"  # a lone surrogate: no UTF-8 encoding exists for it
 
 
@@ -121,15 +52,11 @@ class Project:
     virtual-clock engine."""
 
     def __init__(self, tmp_path: Path, db_url: str, db_env: dict[str, str]) -> None:
-        self.dir = tmp_path / "project"
+        self.dir = paid_connector(tmp_path / "project")
         self.env = dict(db_env)
-        crm = self.dir / "connectors" / "crm"
-        crm.mkdir(parents=True)
-        (crm / "manifest.yaml").write_text(CRM_MANIFEST)
-        (crm / "__init__.py").write_text("def ping(ctx):\n    return {}\n")
         self.eng = Engine.virtual(db_url, environ=dict(db_env))
         for name, text in [
-            ("app.intent", APP),
+            ("app.intent", PROVISIONING_APP),
             ("elsewhere.intent", ELSEWHERE),
             ("greet.flow.yaml", GREET),
             ("paid-wait.flow.yaml", PAID_WAIT),
@@ -137,21 +64,9 @@ class Project:
             (self.dir / name).write_text(textwrap.dedent(text))
             self.eng.deploy(str(self.dir / name))
 
-    def tables(self) -> list[str]:
-        reader = self.eng.store.read()
-        if self.eng.store.dialect == "postgresql":
-            sql = "SELECT table_name FROM information_schema.tables WHERE table_schema='public'"
-        else:
-            sql = "SELECT name FROM sqlite_master WHERE type='table'"
-        return sorted(row[0] for row in reader.c.execute(sql).fetchall())
-
-    def snapshot(self) -> dict[str, list[str]]:
-        """Every row of every table, as text, sorted: what a refused request must not change."""
-        reader = self.eng.store.read()
-        return {
-            table: sorted(repr(tuple(row)) for row in reader.c.execute(f"SELECT * FROM {table}"))
-            for table in self.tables()
-        }
+    def snapshot(self) -> Dump:
+        """Every row of every table: what a refused request must not change."""
+        return dump_store(self.eng.store)
 
     def close(self) -> None:
         self.eng.close()

@@ -13,22 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from event_projects import deploy_text, events_project
+from projects import DESK_MANIFEST, deploy_text, events_project
 
 from procflow.runtime.engine import Engine
 from procflow.runtime.interpret.flow_state import INPUTS
 from procflow.store.queries.run_data import RunDataQueries
-
-MANIFEST = """\
-connector: desk
-description: Decisions from a help desk (events only).
-events:
-  decided:
-    payload:
-      key: { type: string, required: true }
-      ok: { type: boolean }
-    correlate_on: [key]
-"""
 
 QUIET = """\
 flow: quiet
@@ -76,7 +65,7 @@ output: "{{ each | length }}"
 
 @pytest.fixture
 def engine(tmp_path: Path, db_url: str, db_env: dict[str, str]) -> Iterator[Engine]:
-    project = events_project(tmp_path, "desk", MANIFEST)
+    project = events_project(tmp_path, "desk", DESK_MANIFEST)
     eng = Engine.virtual(db_url, environ=dict(db_env), project_dir=str(project))
     for text in (QUIET, NAMING, LOOPING):
         deploy_text(eng, project, text)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -14,16 +14,6 @@ from procflow.store.rows import HistoryRow, RunRow, TokenRow
 from procflow.store.store import Store, Tx, run_image
 
 OWNER = "worker-a"
-
-
-@pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    opened = Store(db_url)
-    opened.ensure_ready()
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def add_run(tx: Tx, run_id: str = "r1") -> RunRow:

@@ -10,21 +10,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
 from procflow.store.store import Store
-
-
-@pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    opened = Store(db_url)
-    opened.ensure_ready()
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def notify_from_another_connection(url: str) -> None:

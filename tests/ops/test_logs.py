@@ -9,13 +9,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from opsite import SECRET, Site, make_site
+from opsite import SECRET, Site
 
 from procflow.cli.logs import JsonFormatter, TextFormatter
 from procflow.runtime.work import advancing
@@ -23,15 +22,6 @@ from procflow.runtime.work.commit import Committer
 
 TOKEN = "ops-logs-token-0123456789abcdefgh"
 TOKENS = f"{TOKEN}=ada:admin"
-
-
-@pytest.fixture
-def site(tmp_path: Path, db_url: str, db_env: dict[str, str]) -> Iterator[Site]:
-    made = make_site(tmp_path, db_url, db_env)
-    try:
-        yield made
-    finally:
-        made.engine.close()
 
 
 def record(**extra: Any) -> logging.LogRecord:

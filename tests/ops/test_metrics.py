@@ -8,12 +8,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from opsite import Site, make_site
+from opsite import Site
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
@@ -26,15 +25,6 @@ from procflow.store.store import Store
 TOKEN = "ops-metrics-token-0123456789abcdef"
 LABELS = {"status", "definition", "kind", "step", "outcome", "le"}
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-@pytest.fixture
-def site(tmp_path: Path, db_url: str, db_env: dict[str, str]) -> Iterator[Site]:
-    made = make_site(tmp_path, db_url, db_env)
-    try:
-        yield made
-    finally:
-        made.engine.close()
 
 
 def samples(text: str) -> Samples:

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from opsite import Site, make_site
+from opsite import Site
 from store_dump import Dump, dump
 
 import procflow
@@ -24,15 +23,6 @@ from procflow.store.queries.purge import RUN_TABLES
 from procflow.store.store import Store
 
 HOUR = 3_600_000_000
-
-
-@pytest.fixture
-def site(tmp_path: Path, db_url: str, db_env: dict[str, str]) -> Iterator[Site]:
-    made = make_site(tmp_path, db_url, db_env)
-    try:
-        yield made
-    finally:
-        made.engine.close()
 
 
 def timeline(site: Site) -> dict[str, list[str]]:

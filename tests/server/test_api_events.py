@@ -26,13 +26,14 @@ from urllib.parse import urlencode
 
 import pytest
 from click.testing import CliRunner
+from projects import BIG_DEALS, crm_connector, write_flow
 from starlette.testclient import TestClient
+from store_dump import Dump, dump
 
 from procflow.cli import _run
 from procflow.runtime.engine import Engine
 from procflow.server.app import create_app
 from procflow.server.state import ServerState
-from procflow.store.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 ONBOARDING = ROOT / "examples" / "onboarding"
@@ -43,28 +44,6 @@ WHSEC = "whsec_" + base64.b64encode(WEBHOOK_KEY).decode()
 TOKEN = "ann-token-" + "a" * 24
 FORM = "application/x-www-form-urlencoded"
 PROBLEM = "application/problem+json"
-
-CRM_MANIFEST = """\
-connector: crm
-description: A stand-in CRM.
-actions:
-  ping:
-    args:
-      text: { type: string }
-    result: {}
-events:
-  deal_won:
-    payload:
-      deal:   { type: object, required: true }
-      amount: { type: number }
-      name:   { type: string }
-    correlate_on: [deal.id]
-  paid:
-    payload:
-      invoice: { type: number, required: true }
-      amount:  { type: number, required: true }
-    correlate_on: [invoice]
-"""
 
 PAY_WAIT = """\
 flow: pay-wait
@@ -77,16 +56,6 @@ steps:
       timeout: 24h
 output:
   amount: "{{ paid.event.amount }}"
-"""
-
-BIG_DEALS = """\
-flow: big-deals
-trigger: { event: crm.deal_won, as: won, when: "{{ won.amount > 10000 }}" }
-inputs:
-  won: { type: object, required: true }
-steps:
-  - note: { log.write: { message: "won {{ won.name }}" } }
-output: "{{ won }}"
 """
 
 DEAL_APPROVAL = """\
@@ -120,39 +89,18 @@ class Server:
     def post(self, path: str, **kwargs: Any) -> Any:
         return self.client.post(path, **kwargs)
 
-    def dump(self) -> dict[str, list[str]]:
+    def dump(self) -> Dump:
         """Every row of every table, to show a refused request changed nothing."""
-        store = Store(self.url, create=False)
-        try:
-            if store.dialect == "sqlite":
-                listing = "SELECT name FROM sqlite_master WHERE type='table' ORDER BY name"
-            else:
-                listing = (
-                    "SELECT tablename FROM pg_catalog.pg_tables "
-                    "WHERE schemaname = current_schema() ORDER BY tablename"
-                )
-            tables = [row[0] for row in store.conn.execute(listing).fetchall()]
-            return {
-                t: sorted(repr(tuple(r)) for r in store.conn.execute(f"SELECT * FROM {t}"))
-                for t in tables
-            }
-        finally:
-            store.close()
+        return dump(self.url)
 
-    def events(self) -> list[str]:
+    def events(self) -> list[tuple[Any, ...]]:
         return self.dump()["events"]
 
 
 def crm_project(root: Path) -> Path:
-    (root / "connectors" / "crm").mkdir(parents=True)
-    (root / "connectors" / "crm" / "manifest.yaml").write_text(CRM_MANIFEST)
-    (root / "connectors" / "crm" / "__init__.py").write_text(
-        "def ping(ctx, text=None):\n    return {}\n"
-    )
-    for name, text in (("pay-wait", PAY_WAIT), ("big-deals", BIG_DEALS),
-                       ("deal-approval", DEAL_APPROVAL)):  # fmt: skip
-        (root / f"{name}.flow.yaml").write_text(text)
-    return root
+    for text in (PAY_WAIT, BIG_DEALS, DEAL_APPROVAL):
+        write_flow(root, text)
+    return crm_connector(root)
 
 
 @contextmanager
