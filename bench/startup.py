@@ -7,9 +7,9 @@ figure is the median of the child's user + system CPU seconds (``resource.getrus
 Commands: ``procflow --help``; ``procflow validate`` on the provisioning example;
 ``procflow worker --until-idle`` on an idle SQLite store (an empty, initialised one); ``procflow
 run`` of the reminders flow (deploy, start, work until it waits a day) on a fresh store each time;
-the read-only ``runs list``, ``runs show ID``, ``tasks list`` and ``definitions list`` on a SQLite
-store holding a waiting reminders run and an orders run waiting on an open user task; and
-``python -c pass`` for the interpreter's own share.
+the read-only ``runs list``, ``runs show ID`` (of each run), ``tasks list`` and ``definitions
+list`` on a SQLite store holding a waiting reminders run and an orders run waiting on an open
+user task; and ``python -c pass`` for the interpreter's own share.
 
 Targets (issue 5/6): ``validate`` under 0.25 s, the idle worker under 0.3 s; (issue "every command
 imports only what it runs") ``runs list``, ``runs show`` and ``tasks list`` at most 0.2 s.
@@ -37,11 +37,12 @@ TARGETS = {
     "validate": 0.25,
     "worker --until-idle (idle store)": 0.3,
     "runs list": 0.2,
-    "runs show ID": 0.2,
+    "runs show ID (flow run)": 0.2,
+    "runs show ID (intent run)": 0.2,
     "tasks list": 0.2,
 }
 # A target met at exactly its figure: "at most 0.2 s" for the read-only commands.
-AT_MOST = {"runs list", "runs show ID", "tasks list"}
+AT_MOST = {"runs list", "runs show ID (flow run)", "runs show ID (intent run)", "tasks list"}
 
 
 def procflow_bin() -> list[str]:
@@ -80,9 +81,9 @@ def median_cpu(
     return statistics.median(samples), min(samples), max(samples)
 
 
-def store_with_runs(procflow: list[str], root: Path) -> tuple[str, str]:
-    """(URL, a run's id) of a store holding a reminders run waiting on its timer and an orders
-    run waiting on its open user task: what the read-only commands read."""
+def store_with_runs(procflow: list[str], root: Path) -> tuple[str, str, str]:
+    """(URL, flow run id, intent run id) of a store holding a reminders run waiting on its timer
+    and an orders run waiting on its open user task: what the read-only commands read."""
     url = f"sqlite:///{root / 'runs.db'}"
     subprocess.run([*procflow, "db", "init", "--virtual-clock", "--db", url], check=True,
                    capture_output=True)  # fmt: skip
@@ -96,14 +97,14 @@ def store_with_runs(procflow: list[str], root: Path) -> tuple[str, str]:
         json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["id"]
         for cmd in started
     ]
-    return url, ids[-1]
+    return url, ids[0], ids[1]
 
 
 def commands(root: Path) -> dict[str, Callable[[int], list[str]]]:
     procflow = procflow_bin()
     idle = f"sqlite:///{root / 'idle.db'}"
     subprocess.run([*procflow, "db", "init", "--db", idle], check=True, capture_output=True)
-    held, run_id = store_with_runs(procflow, root)
+    held, flow_run, intent_run = store_with_runs(procflow, root)
 
     def fresh_store(i: int) -> str:
         url = f"sqlite:///{root / f'run{i + 1}.db'}"
@@ -137,7 +138,15 @@ def commands(root: Path) -> dict[str, Callable[[int], list[str]]]:
             json.dumps(ACCOUNTS),
         ],
         "runs list": lambda i: [*procflow, "runs", "list", "--db", held],
-        "runs show ID": lambda i: [*procflow, "runs", "show", run_id, "--db", held],
+        "runs show ID (flow run)": lambda i: [*procflow, "runs", "show", flow_run, "--db", held],
+        "runs show ID (intent run)": lambda i: [
+            *procflow,
+            "runs",
+            "show",
+            intent_run,
+            "--db",
+            held,
+        ],
         "tasks list": lambda i: [*procflow, "tasks", "list", "--db", held],
         "definitions list": lambda i: [*procflow, "definitions", "list", "--db", held],
     }
