@@ -19,12 +19,26 @@ from procflow.cli import COMMANDS, cli
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "provisioning" / "app.intent"
+FLOW = ROOT / "examples" / "reminders" / "reminders.flow.yaml"
+INTENT = ROOT / "examples" / "orders" / "orders.intent"
 
 # What no short command other than `serve`, `graph` and `test` needs.
 HEAVY = (
     "procflow.server", "procflow.graph", "procflow.cli.test_cmd", "starlette", "uvicorn",
     "jinja2", "psycopg", "opentelemetry",
 )  # fmt: skip
+
+
+# What a command that reads runs or tasks never runs: deploying, YAML reading, the compilers,
+# event delivery, the work loop, PostgreSQL's driver on SQLite, HTTP, encryption.
+NOT_FOR_READING = (
+    "procflow.runtime.definitions.deploy", "procflow.model.reading.yamlsrc", "ruamel",
+    "procflow.model.intent", "procflow.model.flow", "procflow.runtime.waits.delivery",
+    "procflow.runtime.work.loop", "psycopg", "httpx", "cryptography",
+)  # fmt: skip
+# Showing an intent run compiles its stored definition (the vars its process declares): the
+# compilers and YAML reading, nothing else of that list.
+COMPILING = ("procflow.model.reading.yamlsrc", "ruamel", "procflow.model.intent")
 
 
 def loaded_by(*argv: str, cwd: Path) -> tuple[int, set[str]]:
@@ -43,6 +57,11 @@ def loaded_by(*argv: str, cwd: Path) -> tuple[int, set[str]]:
     assert done.returncode == 0, done.stderr
     code, modules = json.loads(done.stdout.splitlines()[-1])
     return code, set(modules)
+
+
+def among(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    """The modules of ``modules`` that are, or are inside, one of ``names``."""
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
 
 
 def heavy(modules: set[str], *allowed: str) -> list[str]:
@@ -103,3 +122,68 @@ def test_a_mistyped_command_is_answered_with_the_close_names(
     assert _run(["valdate", "x.intent"]) == 2
     err = capsys.readouterr().err
     assert "No such command 'valdate'. Did you mean 'validate'?" in err
+
+
+@pytest.fixture(scope="module")
+def store_with_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str, str]:
+    """(folder, SQLite URL, flow run id, intent run id) of a store holding a reminders run
+    waiting on its timer and an orders run waiting on its open user task."""
+    folder = tmp_path_factory.mktemp("reading")
+    db = f"sqlite:///{folder / 'runs.db'}"
+    subprocess.run([sys.executable, "-m", "procflow", "db", "init", "--virtual-clock", "--db", db],
+                   check=True, capture_output=True, cwd=folder)  # fmt: skip
+    ids = []
+    for path, start in (
+        (
+            FLOW,
+            [
+                "--inputs",
+                json.dumps(
+                    {"accounts": [{"name": "Acme", "owner": "@ada", "renews": "2027-02-01"}]}
+                ),
+            ],
+        ),
+        (INTENT, ["--record", json.dumps({"total": 250})]),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "procflow", "run", str(path), "--db", db, "--json", *start],
+            check=True, capture_output=True, text=True, cwd=folder,
+        )  # fmt: skip
+        ids.append(json.loads(done.stdout)["id"])
+    return folder, db, ids[0], ids[1]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("runs", "list"),
+        ("runs", "list", "--json"),
+        ("runs", "show", "FLOW_RUN"),
+        ("runs", "show", "FLOW_RUN", "--json"),
+        ("tasks", "list"),
+        ("tasks", "list", "--json"),
+        ("definitions", "list"),
+        ("outbox", "list"),
+    ],
+    ids=" ".join,
+)
+def test_a_command_that_reads_imports_nothing_it_does_not_run(
+    store_with_runs: tuple[Path, str, str, str], argv: tuple[str, ...]
+) -> None:
+    folder, db, flow_run, _ = store_with_runs
+    args = [flow_run if a == "FLOW_RUN" else a for a in argv]
+    code, modules = loaded_by(*args, "--db", db, cwd=folder)
+    assert code == 0
+    offending = among(modules, NOT_FOR_READING)
+    assert offending == [], f"`procflow {' '.join(argv)}` imported {', '.join(offending)}"
+
+
+def test_showing_an_intent_run_compiles_its_definition_and_nothing_more(
+    store_with_runs: tuple[Path, str, str, str],
+) -> None:
+    folder, db, _, intent_run = store_with_runs
+    code, modules = loaded_by("runs", "show", intent_run, "--db", db, cwd=folder)
+    assert code == 0
+    assert "procflow.model.intent.compiler" in modules  # its declared vars are in the IR
+    offending = among(modules, tuple(n for n in NOT_FOR_READING if n not in COMPILING))
+    assert offending == [], f"`procflow runs show` of an intent run imported {offending}"

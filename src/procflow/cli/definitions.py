@@ -9,42 +9,14 @@ from typing import Any
 import click
 
 from procflow.cli import _engine
-from procflow.cli.options import db_option, json_option, project_option
+from procflow.cli.options import db_option, json_option, max_file_size_option, project_option
 from procflow.cli.output import EXIT_BAD, EXIT_USAGE, echo_json, fail
-from procflow.config import SETTINGS, parse_size
-from procflow.errors import ConfigError, UsageError
+from procflow.errors import UsageError
 from procflow.model.source import Diagnostic
 from procflow.model.validate import compile_file, load_file
 from procflow.schemas import DIALECTS, schema_text
 
 DEFINITION_PATTERNS = ("*.intent", "*.flow.yaml", "*.flow.yml")
-
-
-class _Size(click.ParamType[int]):
-    """A size in bytes: ``4096``, ``512KiB``, ``10MiB``, ``2MB``."""
-
-    name = "SIZE"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_size(str(value), "size")
-        except ConfigError:
-            self.fail(f"[{value}] is not a size; give bytes or a size like 10MiB or 512KiB")
-
-
-_MAX_FILE_SIZE = SETTINGS["PROCFLOW_MAX_FILE_SIZE"]
-max_file_size_option = click.option(
-    "--max-file-size",
-    "max_file_size",
-    type=_Size(),
-    envvar=_MAX_FILE_SIZE.env,
-    default=_MAX_FILE_SIZE.default,
-    show_default=True,
-    show_envvar=True,
-    help="Refuse a definition file larger than this (bytes, or KiB/MiB).",
-)
 
 
 def definition_files(paths: tuple[str, ...]) -> Iterator[str]:

@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 
 import click
 
-from procflow.config import SETTINGS
+from procflow.config import SETTINGS, parse_size
+from procflow.errors import ConfigError
 from procflow.states import RunStatus
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -115,3 +116,30 @@ def worker_options(command: F) -> F:
     for option in reversed(options):
         command = option(command)
     return command
+
+
+class _Size(click.ParamType[int]):
+    """A size in bytes: ``4096``, ``512KiB``, ``10MiB``, ``2MB``."""
+
+    name = "SIZE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size(str(value), "size")
+        except ConfigError:
+            self.fail(f"[{value}] is not a size; give bytes or a size like 10MiB or 512KiB")
+
+
+_MAX_FILE_SIZE = SETTINGS["PROCFLOW_MAX_FILE_SIZE"]
+max_file_size_option = click.option(
+    "--max-file-size",
+    "max_file_size",
+    type=_Size(),
+    envvar=_MAX_FILE_SIZE.env,
+    default=_MAX_FILE_SIZE.default,
+    show_default=True,
+    show_envvar=True,
+    help="Refuse a definition file larger than this (bytes, or KiB/MiB).",
+)

@@ -7,11 +7,11 @@ from typing import Any
 import click
 
 from procflow.cli import _engine, ops
-from procflow.cli.definitions import max_file_size_option
 from procflow.cli.options import (
     as_option,
     db_option,
     json_option,
+    max_file_size_option,
     project_option,
     run_status_choice,
     with_inputs,
@@ -27,8 +27,6 @@ from procflow.cli.output import (
     whole_number,
 )
 from procflow.errors import DurationError, ExprError, UsageError
-from procflow.model.ir import Flow
-from procflow.model.validate import compile_file
 from procflow.states import RunStatus
 
 
@@ -67,7 +65,10 @@ def run(
             raise UsageError("--input/--inputs are for flows; an intent run takes --record JSON")
         start = json_arg(record_json, "--record")
     # The file and a flow's inputs are checked before any store is opened (or made), so a
-    # refused file or input leaves the store as it was.
+    # refused file or input leaves the store as it was. Imported here: only `run` compiles.
+    from procflow.model.ir import Flow
+    from procflow.model.validate import compile_file
+
     definition = compile_file(path, project_dir, max_size=max_file_size)
     if isinstance(definition, Flow):
         _engine.flow_inputs(definition, input_pairs, inputs_json)

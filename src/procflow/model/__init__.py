@@ -4,6 +4,8 @@ Its rooms, lowest first; a module imports only from its own room and those befor
 (``tests/unit/test_architecture.py`` holds the order and checks it):
 
 - ``source``: positions and diagnostics;
+- ``values``: plain values as definitions type them (how one reads in a message, whether a
+  literal is of a schema type), shared with the runtime's checks of user data;
 - ``reading/``: safe YAML 1.2 into nodes that remember where they came from, typed accessors,
   bounded file reads;
 - ``ir``: the intermediate representation both dialects compile into;

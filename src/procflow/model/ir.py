@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
-from procflow.expr import Expr, Placeholders, Template, ValueTree
 from procflow.model.source import Pos
+
+if TYPE_CHECKING:  # annotations only: reading the IR needs no expression parser
+    from procflow.expr import Expr, Placeholders, Template, ValueTree
 
 END = "end"  # the route literal that ends the path it is on
 

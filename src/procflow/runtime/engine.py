@@ -4,6 +4,11 @@ It owns one store connection, the definition catalog, the var cipher and one wor
 hands the modules that change runs a narrow view of itself (:class:`~procflow.runtime.runs.host.
 RunHost`). Every user call is one transaction, repeated when PostgreSQL breaks a deadlock by
 rolling it back (:func:`~procflow.runtime.operations.conflicts.retry_on_conflict`).
+
+What only some calls use is imported and built when first used: the work loop and its committer,
+deploying, event delivery, record writes. A command that reads runs (``runs list``, ``tasks
+list``) makes an engine in a fraction of the time, and never imports a compiler or YAML reading
+(``tests/packaging/test_startup.py`` holds the list).
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ import socket
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from procflow.config import Config
 from procflow.errors import (
@@ -29,27 +35,27 @@ from procflow.errors import (
 from procflow.expr import parse_duration
 from procflow.model.ir import Application, EventSpec, Flow
 from procflow.runtime.clock import LATEST, VIRTUAL_EPOCH, from_iso, micros, store_now
-from procflow.runtime.data.events import Event, make_event
 from procflow.runtime.data.identity import ADMINISTRATOR, Actor, TokenTable, checked_name
-from procflow.runtime.data.inputs import check_inputs
 from procflow.runtime.data.secrets import Masker, VarCipher, load_cipher
 from procflow.runtime.definitions.catalog import Catalog
-from procflow.runtime.definitions.deploy import Deployed
-from procflow.runtime.interpret.intent import RunCtx
-from procflow.runtime.operations import lifecycle, listing
+from procflow.runtime.operations import listing
 from procflow.runtime.operations.conflicts import retry_on_conflict
 from procflow.runtime.operations.grouping import TxGroup
 from procflow.runtime.operations.listing import Page
-from procflow.runtime.operations.record_calls import RecordCalls
 from procflow.runtime.operations.views import declared_vars, run_json, waiting_for
-from procflow.runtime.runs.starts import insert_flow_run
-from procflow.runtime.transition import Transition
-from procflow.runtime.waits import delivery
-from procflow.runtime.waits.tasks import complete_task, list_tasks
-from procflow.runtime.work.commit import Committer, Lease
-from procflow.runtime.work.loop import WorkLoop
+from procflow.runtime.waits.task_rows import list_tasks
+from procflow.runtime.work.lease import Lease
 from procflow.store.rows import RunRow
 from procflow.store.store import Store, Tx
+
+if TYPE_CHECKING:
+    from procflow.runtime.data.events import Event
+    from procflow.runtime.definitions.deploy import Deployed
+    from procflow.runtime.interpret.intent import RunCtx
+    from procflow.runtime.operations.record_calls import RecordCalls
+    from procflow.runtime.transition import Transition
+    from procflow.runtime.work.commit import Committer
+    from procflow.runtime.work.loop import WorkLoop
 
 __all__ = ["VIRTUAL_EPOCH", "Engine", "from_iso"]
 
@@ -91,18 +97,16 @@ class Engine:
         self._cipher: VarCipher | None = None
         # The lease owner is unique per engine, not just per --id: a frozen process whose id was
         # reused by its replacement must still fail the lease check when it wakes up.
-        lease = Lease(
+        self.lease = Lease(
             f"{self.worker_id}#{uuid.uuid4().hex[:8]}",
             int((lease_seconds or self.config.lease_seconds) * 1_000_000),
         )
-        self.committer = Committer(self, lease, lambda: self.cipher)
-        self.loop = WorkLoop(
-            self, self.committer, url=self.url, batch=batch, load_vars=self._load_vars,
-            is_virtual=lambda: self.is_virtual, slots=slots or self.config.slots,
-            step_timeout=_seconds(step_timeout or self.config.step_timeout, "step timeout"),
-            stop_timeout=_seconds(stop_timeout or self.config.stop_timeout, "stop timeout"),
+        # Checked now, so a bad setting is refused at once, not by the first call that works.
+        self._loop_settings = _LoopSettings(
+            batch, slots or self.config.slots,
+            _seconds(step_timeout or self.config.step_timeout, "step timeout"),
+            _seconds(stop_timeout or self.config.stop_timeout, "stop timeout"),
         )  # fmt: skip
-        self.record_calls = RecordCalls(self)
         # Short user calls of many threads share transactions through this (procflow serve
         # gives its engines one group); alone, an engine's calls are batches of one.
         self.writes = TxGroup()
@@ -123,7 +127,8 @@ class Engine:
         return cls(url, **kwargs)
 
     def close(self) -> None:
-        self.loop.close()
+        if "loop" in self.__dict__:  # built: an engine that only read has none to close
+            self.loop.close()
         self.store.close()
 
     @property
@@ -132,7 +137,32 @@ class Engine:
 
     @property
     def lease_owner(self) -> str:
-        return self.committer.lease.owner
+        return self.lease.owner
+
+    # --- collaborators built on first use (what they import is most of the runtime) --------
+
+    @functools.cached_property
+    def committer(self) -> Committer:
+        from procflow.runtime.work.commit import Committer
+
+        return Committer(self, self.lease, lambda: self.cipher)
+
+    @functools.cached_property
+    def loop(self) -> WorkLoop:
+        from procflow.runtime.work.loop import WorkLoop
+
+        given = self._loop_settings
+        return WorkLoop(
+            self, self.committer, url=self.url, batch=given.batch, load_vars=self._load_vars,
+            is_virtual=lambda: self.is_virtual, slots=given.slots,
+            step_timeout=given.step_timeout, stop_timeout=given.stop_timeout,
+        )  # fmt: skip
+
+    @functools.cached_property
+    def record_calls(self) -> RecordCalls:
+        from procflow.runtime.operations.record_calls import RecordCalls
+
+        return RecordCalls(self)
 
     # --- clock ------------------------------------------------------------------------------
 
@@ -183,7 +213,9 @@ class Engine:
     # --- definitions ------------------------------------------------------------------------
 
     def deploy(self, path: str) -> list[Deployed]:
-        return self.catalog.deploy(path, self.now(), self.max_file_size)
+        from procflow.runtime.definitions.deploy import deploy_path
+
+        return deploy_path(self.catalog, path, self.now(), self.max_file_size)
 
     def latest_flow(self, name: str) -> Flow | None:
         """The latest deployed version of flow ``name``; None when ``name`` is not a flow."""
@@ -234,6 +266,9 @@ class Engine:
     def start_flow(self, name: str, inputs: Mapping[str, Any], *, user: str | None = None) -> str:
         """Start a run of a deployed flow with ``inputs`` (checked before anything is stored).
         The run is stored in a transaction shared with other threads' calls (:attr:`writes`)."""
+        from procflow.runtime.data.inputs import check_inputs
+        from procflow.runtime.runs.starts import insert_flow_run
+
         user = checked_name(user)
         reader = self.store.read()
         hint = (
@@ -253,16 +288,20 @@ class Engine:
 
     @retry_on_conflict
     def cancel(self, run_id: str, *, user: str | None = None) -> None:
+        from procflow.runtime.operations.lifecycle import cancel_by_operator
+
         by = checked_name(user)
         with self.store.tx() as tx:
-            lifecycle.cancel_by_operator(tx, run_id, self.now(), by)
+            cancel_by_operator(tx, run_id, self.now(), by)
 
     @retry_on_conflict
     def retry(self, run_id: str, *, user: str | None = None) -> None:
         """Re-attempt a failed run's failed step with a fresh retry budget."""
+        from procflow.runtime.operations.lifecycle import retry_run
+
         by = checked_name(user)
         with self.store.tx() as tx:
-            lifecycle.retry_run(tx, run_id, self.now(), by)
+            retry_run(tx, run_id, self.now(), by)
 
     def show(self, run_id: str, history: int | None = None) -> dict[str, Any]:
         """``runs show --json``: the run, its tokens and why they wait, vars masked, history."""
@@ -272,6 +311,8 @@ class Engine:
         run = reader.run(run_id)
         if run is None:
             raise NotFoundError.run(run_id)
+        if run.dialect != "intent":  # only an intent process declares vars: nothing to compile
+            return run_json(reader, run, reader.version(run.version_id).version, [], history)
         try:
             compiled = self.catalog.compiled(run.version_id)
         except ProcflowError:  # its definition no longer compiles (that may be its incident)
@@ -375,7 +416,9 @@ class Engine:
         """Deploy a definition file's text, sent as the file named ``file`` (the HTTP API), with
         this engine's project folder (else the working directory); the report: ``{deployed:
         [...], warnings: [...]}``."""
-        done, loaded = self.catalog.deploy_text(text, file, self.now(), self.max_file_size)
+        from procflow.runtime.definitions.deploy import deploy_sent
+
+        done, loaded = deploy_sent(self.catalog, text, file, self.now(), self.max_file_size)
         return listing.deploy_report_json(done, loaded.diagnostics)
 
     # --- events and tasks -------------------------------------------------------------------
@@ -384,6 +427,8 @@ class Engine:
         self, type_: str, data: Any = None, id_: str | None = None, *, user: str | None = None
     ) -> dict[str, Any]:
         """Accept an event (see :meth:`accept_event`)."""
+        from procflow.runtime.data.events import make_event
+
         return self.accept_event(make_event(type_, data, id_), user=user)
 
     @retry_on_conflict
@@ -394,7 +439,9 @@ class Engine:
         ``errors``: triggers whose guard could not be evaluated). ``user``: who sent it,
         recorded on the ``event.received`` of the runs it resumes. Calls made at once by
         several threads sharing :attr:`writes` are committed together (``runtime.grouping``)."""
-        accepted = delivery.checked_event(self, event, checked_name(user))
+        from procflow.runtime.waits.delivery import checked_event
+
+        accepted = checked_event(self, event, checked_name(user))
         try:
             return self.writes.run(self, accepted.deliver, accepted.lock_order)
         except FlowsChanged:
@@ -402,7 +449,9 @@ class Engine:
             raise
 
     def event_spec(self, type_: str) -> EventSpec:
-        return delivery.event_spec(self, type_)
+        from procflow.runtime.waits.delivery import event_spec
+
+        return event_spec(self, type_)
 
     def list_tasks(self, assignee: str | None = None) -> list[dict[str, Any]]:
         """Open user tasks, oldest first (``tasks list --json``), optionally of one assignee."""
@@ -419,6 +468,8 @@ class Engine:
         """Complete an open task as ``user`` (see :meth:`actor`); returns the task. Only its
         assigned user, a member of its assigned role or an administrator may: anyone else is
         refused with a :class:`~procflow.errors.ForbiddenError`, and nothing changes."""
+        from procflow.runtime.waits.tasks import complete_task
+
         return complete_task(self, task_id, action, data or {}, self.actor(user))
 
     def actor(self, user: Actor | str | None) -> Actor:
@@ -443,6 +494,8 @@ class Engine:
     def inline_ctx(self, tx: Tx, run: RunRow) -> RunCtx:
         """An intent run's context as ``tx`` sees it, for a change made outside the worker
         loop (a task completed or timed out, a record event, an abort)."""
+        from procflow.runtime.interpret.intent import RunCtx
+
         compiled, process = self.catalog.process(run.version_id, run.name, tx)
         record = run.state.get("snapshot")
         if record is None and run.record_entity is not None and run.record_id is not None:
@@ -493,6 +546,16 @@ class Engine:
     def masker(self, run_id: str) -> Masker:
         """Masks the run's var values (for anything printed about the run)."""
         return Masker(self._load_vars(run_id).values())
+
+
+@dataclass(frozen=True)
+class _LoopSettings:
+    """What the work loop is built with, when first needed."""
+
+    batch: int
+    slots: int
+    step_timeout: float
+    stop_timeout: float
 
 
 def _seconds(text: str, what: str) -> float:

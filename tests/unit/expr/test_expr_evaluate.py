@@ -6,7 +6,8 @@ from typing import Any
 import pytest
 
 from procflow.errors import ExprEvalError, ProcflowError
-from procflow.expr import EvalContext, evaluate, evaluate_condition, parse
+from procflow.expr import EvalContext, evaluate_condition, parse
+from procflow.expr.evaluate import evaluate
 
 NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
 CTX = EvalContext(now=lambda: NOW, secret=lambda name: {"TOKEN": "s3cr3t"}.get(name))  # type: ignore[arg-type,return-value]

@@ -18,7 +18,6 @@ from procflow.expr import (
     StaticScope,
     check,
     compile_value,
-    evaluate,
     format_duration,
     kind_of,
     parse,
@@ -31,6 +30,7 @@ from procflow.expr import (
     to_source,
 )
 from procflow.expr.duration import MAX_DURATION
+from procflow.expr.evaluate import evaluate
 
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 NOW = datetime(2025, 1, 1, tzinfo=UTC)

@@ -26,12 +26,13 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from procflow.model.connectors.manifest import load_manifest
 from procflow.model.ir import ConnectorManifest
 from procflow.model.source import Diagnostic, Diagnostics, Pos
 
 if TYPE_CHECKING:
     from importlib import metadata
+
+    from procflow.model.connectors.manifest import Source
 
 ENTRY_POINT_GROUP = "procflow.connectors"
 BUILTIN_PACKAGE = "procflow.connectors.builtin"
@@ -136,6 +137,27 @@ class ConnectorRegistry:
             directory=str(folder),
             module=ep.module,
         )
+
+
+def load_manifest(
+    path: str,
+    source: Source,
+    diags: Diagnostics,
+    *,
+    text: str | None = None,
+    expected_name: str | None = None,
+    directory: str | None = None,
+    module: str | None = None,
+) -> ConnectorManifest | None:
+    """:func:`procflow.model.connectors.manifest.load_manifest`, imported with the first manifest
+    read: reading one needs YAML, and a run that calls no connector (or a command that only
+    reads runs) should not import it."""
+    from procflow.model.connectors import manifest
+
+    return manifest.load_manifest(
+        path, source, diags, text=text, expected_name=expected_name, directory=directory,
+        module=module,
+    )  # fmt: skip
 
 
 def builtin_manifest(name: str) -> ConnectorManifest | None:

@@ -19,7 +19,6 @@ from procflow.model.flow.exprs import (
     Exprs,
     Scope,
     input_shape,
-    literal_mismatch,
 )
 from procflow.model.flow.ids import RESERVED, collect_ids
 from procflow.model.flow.steps import StepCompiler
@@ -28,6 +27,7 @@ from procflow.model.ir import Flow, FlowStep, FlowTrigger, InputDecl, InputType
 from procflow.model.reading.reader import Reader
 from procflow.model.reading.yamlsrc import YMap, YNode, YScalar
 from procflow.model.source import Diagnostics, suggest
+from procflow.model.values import literal_mismatch
 
 TOP_KEYS = ("flow", "description", "version", "trigger", "inputs", "steps", "recover", "output")
 INPUT_KEYS = ("type", "required", "default", "description")

@@ -10,9 +10,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime
 from functools import cached_property
-from typing import Any
 
 from procflow.config import raw
 from procflow.errors import ExprSyntaxError, UsageError
@@ -29,7 +27,6 @@ from procflow.expr import (
     compile_value,
     parse_template,
 )
-from procflow.expr.values import years_problem
 from procflow.model.reading.files import read_text
 from procflow.model.reading.reader import Reader
 from procflow.model.reading.yamlsrc import YMap, YNode, YScalar, YSeq, kind_name, to_plain
@@ -39,7 +36,6 @@ ERROR_SHAPE = ObjectShape({"message": ANY, "step": ANY, "type": ANY})
 RUN_SHAPE = ObjectShape({"id": KindShape("string"), "started_at": KindShape("string")})
 _SPAN = re.compile(r"\{\{.*?\}\}", re.DOTALL)
 _SECRET_CALL = re.compile(r"\bsecret\s*\(\s*(['\"])([^'\"]*)\1\s*\)")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 @dataclass(frozen=True)
@@ -89,49 +85,6 @@ def input_shape(type_: str | None) -> Shape:
     if type_ == "timestamp":
         return KindShape("timestamp")
     return shape_of_type(type_) if type_ else ANY
-
-
-def is_instant(text: str) -> bool:
-    """An ISO-8601 date, or a date-time with an offset (``Z`` or ``+hh:mm``), that falls in the
-    years 0001 to 9999 in UTC (see :func:`procflow.expr.values.years_problem`)."""
-    if _DATE.match(text):
-        try:
-            date.fromisoformat(text)
-        except ValueError:
-            return False
-        return True
-    try:
-        return datetime.fromisoformat(text).tzinfo is not None and years_problem(text) is None
-    except ValueError:
-        return False
-
-
-def literal_mismatch(value: Any, type_: str) -> str | None:
-    """Why ``value`` (plain data from YAML) is not of schema type ``type_``; None when it is."""
-    ok = {
-        "string": isinstance(value, str),
-        "integer": isinstance(value, int) and not isinstance(value, bool),
-        "number": isinstance(value, int | float) and not isinstance(value, bool),
-        "boolean": isinstance(value, bool),
-        "object": isinstance(value, dict),
-        "array": isinstance(value, list),
-        "timestamp": isinstance(value, str) and is_instant(value),
-        "any": True,
-    }[type_]
-    if ok:
-        return None
-    if type_ == "timestamp" and isinstance(value, str):
-        return f"[{value}] is not an ISO-8601 timestamp with an offset (Z) or a date"
-    article = "an" if type_[0] in "aeiou" else "a"
-    return f"must be {article} {type_}, got {_describe(value)}"
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return kind_name(YScalar(Pos("", 0, 0, ""), value))
 
 
 def expr_pos(node: YScalar, offset: int) -> Pos:

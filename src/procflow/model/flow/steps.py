@@ -12,7 +12,7 @@ from procflow.errors import ExprSyntaxError
 from procflow.expr import ANY, ObjectShape, Shape, parse_template
 from procflow.expr.hints import close_match
 from procflow.model.flow.core import Body, closed, iterations
-from procflow.model.flow.exprs import literal_mismatch, shape_of_type
+from procflow.model.flow.exprs import shape_of_type
 from procflow.model.flow.ids import RESERVED
 from procflow.model.flow.waits import SeedConstructs
 from procflow.model.ir import (
@@ -28,6 +28,7 @@ from procflow.model.ir import (
 from procflow.model.reading.reader import Reader
 from procflow.model.reading.yamlsrc import YEntry, YMap, YScalar, kind_name
 from procflow.model.source import did_you_mean, listing, suggest
+from procflow.model.values import literal_mismatch
 
 
 class StepCompiler(SeedConstructs):

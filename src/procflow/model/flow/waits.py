@@ -11,11 +11,12 @@ from collections.abc import Callable
 from procflow.expr import ANY, Shape, Template
 from procflow.expr.values import years_problem
 from procflow.model.flow.core import REPEAT_KEYS, WAIT_KEYS, Body, StepCore, closed, iterations
-from procflow.model.flow.exprs import Scope, is_instant, literal_mismatch
+from procflow.model.flow.exprs import Scope
 from procflow.model.ir import EventSpec, FlowStep, RepeatStep, SchemaField, WaitForStep, WaitStep
 from procflow.model.reading.reader import Reader
 from procflow.model.reading.yamlsrc import YMap, YNode, YScalar, kind_name
 from procflow.model.source import listing, suggest
+from procflow.model.values import is_instant, literal_mismatch
 
 
 class SeedConstructs(StepCore):

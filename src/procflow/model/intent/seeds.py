@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from procflow.model.intent.data import Catalog, SeededRow
-from procflow.model.intent.values import describe, value_problem
+from procflow.model.intent.values import value_problem
 from procflow.model.ir import Entity, Field, Form, Relation, Seed
 from procflow.model.reading.reader import Reader
 from procflow.model.reading.yamlsrc import YMap, YNode, YScalar
 from procflow.model.source import suggest
+from procflow.model.values import describe
 
 SEED_KEYS = ("name", "entity", "rows")
 FORM_KEYS = ("name", "forEntity", "fields", "actions")

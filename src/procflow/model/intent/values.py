@@ -15,6 +15,7 @@ from typing import Any
 from procflow.expr.values import years_problem
 from procflow.model.reading.reader import Reader
 from procflow.model.reading.yamlsrc import YMap, YScalar
+from procflow.model.values import describe
 
 FIELD_TYPES = (
     "string", "text", "integer", "int", "long", "decimal", "double", "boolean", "date",
@@ -24,23 +25,6 @@ INTEGER_TYPES = frozenset({"integer", "int", "long"})
 NUMBER_TYPES = frozenset({"decimal", "double"})
 TEXT_TYPES = frozenset({"string", "text"})
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-
-
-def describe(value: Any) -> str:
-    """How a plain value reads in a message: its kind, and the value when it is short."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"the boolean [{'true' if value else 'false'}]"
-    if isinstance(value, int):
-        return f"the integer [{value}]"
-    if isinstance(value, float):
-        return f"the number [{value}]"
-    if isinstance(value, str):
-        return f"the text [{value}]" if len(value) <= 40 else "a text"
-    if isinstance(value, list):
-        return "a list"
-    return "a mapping"
 
 
 def a_type(type_: str) -> str:

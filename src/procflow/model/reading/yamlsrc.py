@@ -19,6 +19,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.reader import ReaderError
 
 from procflow.model.source import Diagnostics, Pos
+from procflow.model.values import kind_of_plain
 
 Scalar = str | int | float | bool | None
 
@@ -80,16 +81,7 @@ def kind_name(node: YNode) -> str:
     if isinstance(node, YSeq):
         return "a list"
     assert isinstance(node, YScalar)
-    v = node.value
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "a boolean"
-    if isinstance(v, int):
-        return "an integer"
-    if isinstance(v, float):
-        return "a number"
-    return "a string"
+    return kind_of_plain(node.value)
 
 
 # YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution)

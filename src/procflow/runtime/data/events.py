@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from procflow.errors import EventError, ExprError
-from procflow.model.flow.exprs import literal_mismatch
-from procflow.model.intent.values import describe
 from procflow.model.ir import EventSpec
+from procflow.model.values import describe, literal_mismatch
 from procflow.runtime.data.user_json import json_problems, shown, text_problem
 
 # Accepted events are kept at least this long, so a late wait's `lookback` can find them.

@@ -45,9 +45,9 @@ from decimal import Decimal
 from typing import Any
 
 from procflow.errors import RecordError
-from procflow.model.intent.values import describe
 from procflow.model.ir import Application, Entity, Field, Relation, Seed
 from procflow.model.source import suggest
+from procflow.model.values import describe
 from procflow.runtime.data.user_json import json_problems
 
 Exists = Callable[[str, int], bool]

@@ -10,24 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from procflow.errors import NotFoundError, UsageError
-from procflow.model.ir import Application, Flow, Process, WaitForStep
+from procflow.errors import DefinitionError, NotFoundError, UsageError
+from procflow.model.ir import Application, Flow, Process
 from procflow.model.source import suggest
-from procflow.model.validate import Loaded
-from procflow.runtime.clock import micros
+from procflow.model.validate import load_text
 from procflow.runtime.data.events import MIN_RETENTION_SECONDS
-from procflow.runtime.definitions.deploy import (
-    Deployed,
-    compile_for_deploy,
-    compile_source,
-    compile_text_for_deploy,
-    deploy,
-)
 from procflow.runtime.interpret.flow_state import FlowIndex
 from procflow.store.rows import VersionRow
 from procflow.store.store import Store, Tx
 
-__all__ = ["Catalog", "Compiled", "longest_lookback"]
+__all__ = ["Catalog", "Compiled", "compile_source", "event_retention"]
 
 
 @dataclass
@@ -149,45 +141,17 @@ class Catalog:
         assert isinstance(app, Application)
         return app
 
-    def deploy(self, path: str, now: int, max_file_size: int) -> list[Deployed]:
-        """Validate ``path`` completely, then store its new versions in one transaction."""
-        loaded, source = compile_for_deploy(path, self.project_dir, max_file_size)
-        return self._store(loaded, source, now)
-
-    def deploy_text(
-        self, text: str, file: str, now: int, max_file_size: int
-    ) -> tuple[list[Deployed], Loaded]:
-        """Deploy a file's text sent as ``file`` (see ``compile_text_for_deploy``); also returns
-        what compiling it found (its warnings)."""
-        loaded = compile_text_for_deploy(text, file, self.project_dir, max_file_size)
-        return self._store(loaded, loaded.source, now), loaded
-
-    def _store(self, loaded: Loaded, source: str, now: int) -> list[Deployed]:
-        definition = loaded.definition
-        assert definition is not None
-        project = self.project_dir or definition.project_dir
-        with self.store.tx() as tx:
-            tx.lock_deploys()  # a concurrent deploy waits, then sees this one's versions
-            if isinstance(definition, Flow):
-                # Runs stay on the version they started with, so the event retention is the
-                # longest lookback ever deployed (it only grows), not just the latest one's.
-                lookback = longest_lookback(FlowIndex(definition))
-                if lookback > event_retention(tx):
-                    tx.meta_set("event_retention", str(lookback))
-            return deploy(tx, definition, source, definition.file, project, now)
-
-
-def longest_lookback(index: FlowIndex) -> int:
-    """The longest ``wait_for`` lookback of a flow, in microseconds (0: none)."""
-    steps = index.steps.values()
-    return max(
-        (micros(s.lookback) for s in steps if isinstance(s, WaitForStep) and s.lookback),
-        default=0,
-    )
-
 
 def event_retention(tx: Tx) -> int:
     """Keep events for the longest lookback of any flow version ever deployed (a run may
     still be on an old version), at least 24 hours; in microseconds."""
     stored = tx.meta_get("event_retention")
     return max(MIN_RETENTION_SECONDS * 1_000_000, int(stored) if stored else 0)
+
+
+def compile_source(source: str, file: str, project_dir: str) -> Application | Flow:
+    """Re-compile a stored version (workers do this once per version and cache it)."""
+    loaded = load_text(source, file, project_dir)
+    if not loaded.ok or loaded.definition is None:
+        raise DefinitionError(loaded.diagnostics)
+    return loaded.definition

@@ -11,9 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from procflow.errors import DefinitionError, DeployError, RecordError, UsageError
-from procflow.model.ir import Application, Entity, Flow
+from procflow.model.ir import Application, Entity, Flow, WaitForStep
 from procflow.model.validate import Loaded, load_file, load_text
+from procflow.runtime.clock import micros
 from procflow.runtime.data.records import seed_rows
+from procflow.runtime.definitions.catalog import Catalog, event_retention
+from procflow.runtime.interpret.flow_state import FlowIndex
 from procflow.store.store import Tx
 
 _DIALECT_NOUN = {"flow": "a flow", "intent": "an intent process"}
@@ -58,12 +61,43 @@ def compile_text_for_deploy(
     return loaded
 
 
-def compile_source(source: str, file: str, project_dir: str) -> Application | Flow:
-    """Re-compile a stored version (workers do this once per version and cache it)."""
-    loaded = load_text(source, file, project_dir)
-    if not loaded.ok or loaded.definition is None:
-        raise DefinitionError(loaded.diagnostics)
-    return loaded.definition
+def deploy_path(catalog: Catalog, path: str, now: int, max_file_size: int) -> list[Deployed]:
+    """Validate ``path`` completely, then store its new versions in one transaction."""
+    loaded, source = compile_for_deploy(path, catalog.project_dir, max_file_size)
+    return _store(catalog, loaded, source, now)
+
+
+def deploy_sent(
+    catalog: Catalog, text: str, file: str, now: int, max_file_size: int
+) -> tuple[list[Deployed], Loaded]:
+    """Deploy a file's text sent as ``file`` (see ``compile_text_for_deploy``); also returns
+    what compiling it found (its warnings)."""
+    loaded = compile_text_for_deploy(text, file, catalog.project_dir, max_file_size)
+    return _store(catalog, loaded, loaded.source, now), loaded
+
+
+def _store(catalog: Catalog, loaded: Loaded, source: str, now: int) -> list[Deployed]:
+    definition = loaded.definition
+    assert definition is not None
+    project = catalog.project_dir or definition.project_dir
+    with catalog.store.tx() as tx:
+        tx.lock_deploys()  # a concurrent deploy waits, then sees this one's versions
+        if isinstance(definition, Flow):
+            # Runs stay on the version they started with, so the event retention is the
+            # longest lookback ever deployed (it only grows), not just the latest one's.
+            lookback = longest_lookback(FlowIndex(definition))
+            if lookback > event_retention(tx):
+                tx.meta_set("event_retention", str(lookback))
+        return deploy(tx, definition, source, definition.file, project, now)
+
+
+def longest_lookback(index: FlowIndex) -> int:
+    """The longest ``wait_for`` lookback of a flow, in microseconds (0: none)."""
+    steps = index.steps.values()
+    return max(
+        (micros(s.lookback) for s in steps if isinstance(s, WaitForStep) and s.lookback),
+        default=0,
+    )
 
 
 def definition_names(definition: Application | Flow) -> list[str]:

@@ -37,8 +37,8 @@ from procflow.errors import (
     NonRetryableError,
 )
 from procflow.model.connectors.registry import BUILTIN_PACKAGE, builtin_manifest
-from procflow.model.flow.exprs import literal_mismatch
 from procflow.model.ir import ConnectorManifest
+from procflow.model.values import literal_mismatch
 from procflow.runtime import faults
 from procflow.runtime.data.secrets import Masker
 from procflow.runtime.interpret.context import KeptMessage, StepContext, step_logger

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from procflow.errors import NotFoundError, UsageError
 from procflow.model.ir import Entity
@@ -20,11 +20,13 @@ from procflow.model.source import Diagnostic
 from procflow.runtime.clock import iso
 from procflow.runtime.data.records import record_json
 from procflow.runtime.definitions.catalog import Catalog
-from procflow.runtime.definitions.deploy import Deployed
 from procflow.runtime.operations.views import history_json, run_summary_json
-from procflow.runtime.waits.tasks import Task, task_json
+from procflow.runtime.waits.task_rows import Task, task_json
 from procflow.store.rows import OutboxRow, VersionRow
 from procflow.store.store import Tx
+
+if TYPE_CHECKING:  # deploying is imported by what deploys, not by what lists
+    from procflow.runtime.definitions.deploy import Deployed
 
 __all__ = [
     "FAILURE_TYPES",

@@ -35,7 +35,8 @@ from procflow.runtime.interpret.intent import (
 )
 from procflow.runtime.runs.host import RunHost
 from procflow.runtime.transition import Transition
-from procflow.runtime.waits.tasks import Task, withdraw
+from procflow.runtime.waits.task_rows import Task
+from procflow.runtime.waits.tasks import withdraw
 from procflow.states import ENDED, RunStatus
 from procflow.store.store import Tx
 

@@ -13,14 +13,13 @@ table).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from procflow.errors import ForbiddenError, NotFoundError, TaskError, TaskNotOpenError
 from procflow.model.ir import END, Application, Assignee, Entity, UserTask
 from procflow.model.source import suggest
-from procflow.runtime.clock import from_datetime, iso, micros
+from procflow.runtime.clock import from_datetime, micros
 from procflow.runtime.data.identity import Actor
 from procflow.runtime.data.records import patch_record, record_json
 from procflow.runtime.data.user_json import json_problems, text_problem
@@ -35,6 +34,7 @@ from procflow.runtime.interpret.intent import (
 )
 from procflow.runtime.runs.host import RunHost
 from procflow.runtime.transition import Transition
+from procflow.runtime.waits.task_rows import Task, task_json
 from procflow.states import ENDED, RunStatus, TokenState
 from procflow.store.rows import HistoryRow, RunRow, TimerRow, TokenRow
 from procflow.store.store import Tx
@@ -44,51 +44,6 @@ TASK_TIMEOUT, TASK_EXPIRE = "task_timeout", "task_expire"
 # administrator can complete it, since no user is its owner.
 UNASSIGNED = "unassigned"
 DEFAULT_ACTION = "complete"
-
-
-@dataclass(slots=True)
-class Task:
-    """A ``tasks`` row."""
-
-    id: int
-    run_id: str
-    token_id: int | None
-    step: str
-    assignee: str
-    assignee_kind: str  # role | user
-    form: str | None
-    actions: list[str]  # the form's actions; empty: free text
-    fields: list[str]  # the form fields completing may write
-    record_entity: str | None
-    record_id: int | None
-    status: str  # open | completed | withdrawn
-    created_at: int
-    ended_at: int | None
-    action: str | None
-    done_by: str | None
-    data: dict[str, Any] | None
-
-
-def task_json(task: Task) -> dict[str, Any]:
-    """``tasks list --json`` (docs/reference/cli.md); a closed task adds its outcome."""
-    out: dict[str, Any] = {
-        "id": task.id, "run_id": task.run_id, "step": task.step, "assignee": task.assignee,
-        "form": task.form, "actions": task.actions,
-        "record": (
-            {"entity": task.record_entity, "id": task.record_id} if task.record_entity else None
-        ),
-        "created_at": iso(task.created_at),
-    }  # fmt: skip
-    if task.status != "open":
-        out |= {
-            "status": task.status, "ended_at": iso(task.ended_at), "action": task.action,
-            "by": task.done_by, "data": task.data or {},
-        }  # fmt: skip
-    return out
-
-
-def list_tasks(tx: Tx, assignee: str | None = None) -> list[dict[str, Any]]:
-    return [task_json(Task(**row)) for row in tx.open_tasks(assignee=assignee)]
 
 
 # --- timers ------------------------------------------------------------------------------------

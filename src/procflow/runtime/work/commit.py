@@ -23,24 +23,14 @@ from procflow.runtime.runs.host import RunHost
 from procflow.runtime.transition import Transition
 from procflow.runtime.waits.delivery import resolve_lookbacks
 from procflow.runtime.work.incidents import IncidentCtx
+from procflow.runtime.work.lease import Lease
 from procflow.states import RunStatus
 from procflow.store.rows import RunRow, TokenRow
 from procflow.store.store import RunImage, Tx, run_image
 
-__all__ = ["Committer", "Lease", "Step"]
+__all__ = ["Committer", "Step"]
 
 Step = tuple[RunCtx | FlowCtx | IncidentCtx, Transition]
-
-
-@dataclass(frozen=True)
-class Lease:
-    """Whose runs these are and for how long a claim or a commit holds them (microseconds)."""
-
-    owner: str
-    length: int
-
-    def until(self, wall: int) -> int:
-        return wall + self.length
 
 
 class Committer:

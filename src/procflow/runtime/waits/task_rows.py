@@ -1,0 +1,60 @@
+"""Intent user tasks as stored and as every face shows them: the ``tasks`` row and its JSON.
+
+Apart from :mod:`~procflow.runtime.waits.tasks` (opening, completing, withdrawing, which need the
+intent interpreter) so that listing tasks imports no interpreter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from procflow.runtime.clock import iso
+from procflow.store.store import Tx
+
+__all__ = ["Task", "list_tasks", "task_json"]
+
+
+@dataclass(slots=True)
+class Task:
+    """A ``tasks`` row."""
+
+    id: int
+    run_id: str
+    token_id: int | None
+    step: str
+    assignee: str
+    assignee_kind: str  # role | user
+    form: str | None
+    actions: list[str]  # the form's actions; empty: free text
+    fields: list[str]  # the form fields completing may write
+    record_entity: str | None
+    record_id: int | None
+    status: str  # open | completed | withdrawn
+    created_at: int
+    ended_at: int | None
+    action: str | None
+    done_by: str | None
+    data: dict[str, Any] | None
+
+
+def task_json(task: Task) -> dict[str, Any]:
+    """``tasks list --json`` (docs/reference/cli.md); a closed task adds its outcome."""
+    out: dict[str, Any] = {
+        "id": task.id, "run_id": task.run_id, "step": task.step, "assignee": task.assignee,
+        "form": task.form, "actions": task.actions,
+        "record": (
+            {"entity": task.record_entity, "id": task.record_id} if task.record_entity else None
+        ),
+        "created_at": iso(task.created_at),
+    }  # fmt: skip
+    if task.status != "open":
+        out |= {
+            "status": task.status, "ended_at": iso(task.ended_at), "action": task.action,
+            "by": task.done_by, "data": task.data or {},
+        }  # fmt: skip
+    return out
+
+
+def list_tasks(tx: Tx, assignee: str | None = None) -> list[dict[str, Any]]:
+    return [task_json(Task(**row)) for row in tx.open_tasks(assignee=assignee)]
