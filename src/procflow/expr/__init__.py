@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from procflow.expr.ast import Expr, to_source
     from procflow.expr.context import EvalContext
     from procflow.expr.duration import format_duration, parse_duration
-    from procflow.expr.evaluate import evaluate_condition
+    from procflow.expr.evaluator import evaluate, evaluate_condition
     from procflow.expr.filters import FILTERS, FilterSpec
     from procflow.expr.functions import FUNCTIONS
     from procflow.expr.lexer import MAX_LENGTH
@@ -76,6 +76,7 @@ __all__ = [
     "ValueTree",
     "check",
     "compile_value",
+    "evaluate",
     "evaluate_condition",
     "format_duration",
     "format_timestamp",
@@ -94,16 +95,16 @@ __all__ = [
     "value_exprs",
 ]
 
-# Where each public name lives. The function ``evaluate`` is not among them: its module has the
-# same name, and the import system binds the module to the package's attribute once it is loaded
-# (import it from ``procflow.expr.evaluate``).
+# Where each public name lives. No module is named like a name it exports: the import system binds
+# a loaded submodule to the package's attribute, which would shadow the name.
 _HOME = {
     "Expr": "ast",
     "to_source": "ast",
     "EvalContext": "context",
     "format_duration": "duration",
     "parse_duration": "duration",
-    "evaluate_condition": "evaluate",
+    "evaluate": "evaluator",
+    "evaluate_condition": "evaluator",
     "FILTERS": "filters",
     "FilterSpec": "filters",
     "FUNCTIONS": "functions",

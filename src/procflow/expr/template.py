@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeAlias
 from procflow.errors import ExprEvalError, ExprSyntaxError
 from procflow.expr.ast import Expr, to_source
 from procflow.expr.context import EvalContext
-from procflow.expr.evaluate import evaluate
+from procflow.expr.evaluator import evaluate
 from procflow.expr.parser import parse_at
 from procflow.expr.values import render_text
 

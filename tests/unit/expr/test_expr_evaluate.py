@@ -7,7 +7,7 @@ import pytest
 
 from procflow.errors import ExprEvalError, ProcflowError
 from procflow.expr import EvalContext, evaluate_condition, parse
-from procflow.expr.evaluate import evaluate
+from procflow.expr.evaluator import evaluate
 
 NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
 CTX = EvalContext(now=lambda: NOW, secret=lambda name: {"TOKEN": "s3cr3t"}.get(name))  # type: ignore[arg-type,return-value]

@@ -30,7 +30,7 @@ from procflow.expr import (
     to_source,
 )
 from procflow.expr.duration import MAX_DURATION
-from procflow.expr.evaluate import evaluate
+from procflow.expr.evaluator import evaluate
 
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 NOW = datetime(2025, 1, 1, tzinfo=UTC)

@@ -14,7 +14,7 @@ from procflow.errors import DurationError, ExprEvalError, ExprSyntaxError
 from procflow.expr import EvalContext, parse, parse_duration, parse_timestamp
 from procflow.expr.constants import constant_problems
 from procflow.expr.duration import MAX_DURATION
-from procflow.expr.evaluate import evaluate
+from procflow.expr.evaluator import evaluate
 from procflow.expr.hints import MAX_CANDIDATES, Match, close_match, hint_budget
 from procflow.expr.values import years_problem
 
