@@ -36,9 +36,6 @@ NOT_FOR_READING = (
     "procflow.model.intent", "procflow.model.flow", "procflow.runtime.waits.delivery",
     "procflow.runtime.work.loop", "psycopg", "httpx", "cryptography",
 )  # fmt: skip
-# Showing an intent run compiles its stored definition (the vars its process declares): the
-# compilers and YAML reading, nothing else of that list.
-COMPILING = ("procflow.model.reading.yamlsrc", "ruamel", "procflow.model.intent")
 
 
 def loaded_by(*argv: str, cwd: Path) -> tuple[int, set[str]]:
@@ -160,6 +157,8 @@ def store_with_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str
         ("runs", "list", "--json"),
         ("runs", "show", "FLOW_RUN"),
         ("runs", "show", "FLOW_RUN", "--json"),
+        ("runs", "show", "INTENT_RUN"),
+        ("runs", "show", "INTENT_RUN", "--json"),
         ("tasks", "list"),
         ("tasks", "list", "--json"),
         ("definitions", "list"),
@@ -170,20 +169,9 @@ def store_with_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str
 def test_a_command_that_reads_imports_nothing_it_does_not_run(
     store_with_runs: tuple[Path, str, str, str], argv: tuple[str, ...]
 ) -> None:
-    folder, db, flow_run, _ = store_with_runs
-    args = [flow_run if a == "FLOW_RUN" else a for a in argv]
+    folder, db, flow_run, intent_run = store_with_runs
+    args = [{"FLOW_RUN": flow_run, "INTENT_RUN": intent_run}.get(a, a) for a in argv]
     code, modules = loaded_by(*args, "--db", db, cwd=folder)
     assert code == 0
     offending = among(modules, NOT_FOR_READING)
     assert offending == [], f"`procflow {' '.join(argv)}` imported {', '.join(offending)}"
-
-
-def test_showing_an_intent_run_compiles_its_definition_and_nothing_more(
-    store_with_runs: tuple[Path, str, str, str],
-) -> None:
-    folder, db, _, intent_run = store_with_runs
-    code, modules = loaded_by("runs", "show", intent_run, "--db", db, cwd=folder)
-    assert code == 0
-    assert "procflow.model.intent.compiler" in modules  # its declared vars are in the IR
-    offending = among(modules, tuple(n for n in NOT_FOR_READING if n not in COMPILING))
-    assert offending == [], f"`procflow runs show` of an intent run imported {offending}"

@@ -8,13 +8,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from procflow.errors import DefinitionError, UsageError
 from procflow.expr.hints import hint_budget
-from procflow.model.ir import Application, Flow
 from procflow.model.reading.files import DEFAULT_MAX_FILE_SIZE, read_text
 from procflow.model.source import Diagnostic, Diagnostics, Pos
+
+if TYPE_CHECKING:
+    from procflow.model.ir import Application, Flow
 
 Dialect = Literal["intent", "flow"]
 

@@ -14,6 +14,7 @@ list``) makes an engine in a fraction of the time, and never imports a compiler 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import socket
 import threading
@@ -33,7 +34,6 @@ from procflow.errors import (
     UsageError,
 )
 from procflow.expr import parse_duration
-from procflow.model.ir import Application, EventSpec, Flow
 from procflow.runtime.clock import LATEST, VIRTUAL_EPOCH, from_iso, micros, store_now
 from procflow.runtime.data.identity import ADMINISTRATOR, Actor, TokenTable, checked_name
 from procflow.runtime.data.secrets import Masker, VarCipher, load_cipher
@@ -49,6 +49,7 @@ from procflow.store.rows import RunRow
 from procflow.store.store import Store, Tx
 
 if TYPE_CHECKING:
+    from procflow.model.ir import Application, EventSpec, Flow
     from procflow.runtime.data.events import Event
     from procflow.runtime.definitions.deploy import Deployed
     from procflow.runtime.interpret.intent import RunCtx
@@ -311,14 +312,16 @@ class Engine:
         run = reader.run(run_id)
         if run is None:
             raise NotFoundError.run(run_id)
+        version = reader.version(run.version_id)
         if run.dialect != "intent":  # only an intent process declares vars: nothing to compile
-            return run_json(reader, run, reader.version(run.version_id).version, [], history)
-        try:
+            return run_json(reader, run, version.version, [], history)
+        if version.vars is not None:  # kept when it was deployed: nothing to compile either
+            return run_json(reader, run, version.version, json.loads(version.vars), history)
+        try:  # a version stored before schema 6 keeps no var names: compile it for them
             compiled = self.catalog.compiled(run.version_id)
         except ProcflowError:  # its definition no longer compiles (that may be its incident)
-            version = reader.version(run.version_id).version
-            return run_json(reader, run, version, [], history)
-        names = declared_vars(compiled.definition, run.name)
+            return run_json(reader, run, version.version, [], history)
+        names = declared_vars(compiled.app, run.name)
         return run_json(reader, run, compiled.version.version, names, history)
 
     def list_runs(self, status: str | None = None, name: str | None = None) -> list[RunRow]:
@@ -507,8 +510,8 @@ class Engine:
             row = tx.record(entity, id_)
             return None if row is None else row.data
 
-        app = compiled.definition
-        assert isinstance(app, Application)
+        app = compiled.app
+        assert app is not None
         return RunCtx(
             run=run, tokens=tokens, app=app, process=process, project_dir=compiled.project_dir,
             record=record, load_vars=lambda: self._load_vars(run.id), load_related=related,

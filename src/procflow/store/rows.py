@@ -17,6 +17,7 @@ class VersionRow:
     project_dir: str
     source: str
     created_at: int
+    vars: str | None  # the process's declared var names, JSON (None: a flow, or stored earlier)
 
 
 @dataclass(slots=True)

@@ -12,12 +12,14 @@ import math
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from procflow.errors import EventError, ExprError
-from procflow.model.ir import EventSpec
 from procflow.model.values import describe, literal_mismatch
 from procflow.runtime.data.user_json import json_problems, shown, text_problem
+
+if TYPE_CHECKING:
+    from procflow.model.ir import EventSpec
 
 # Accepted events are kept at least this long, so a late wait's `lookback` can find them.
 MIN_RETENTION_SECONDS = 24 * 3600

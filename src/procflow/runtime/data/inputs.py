@@ -34,15 +34,17 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from procflow.errors import ExprEvalError, InputError
 from procflow.expr import format_timestamp, kind_of, parse_timestamp
-from procflow.model.ir import Flow, InputDecl
 from procflow.model.source import suggest
 from procflow.runtime.data.user_json import json_problems
 from procflow.runtime.data.user_json import shown as printable
 from procflow.store.codec import MAX_JSON_DEPTH, too_deep_at
+
+if TYPE_CHECKING:
+    from procflow.model.ir import Flow, InputDecl
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")

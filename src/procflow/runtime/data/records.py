@@ -42,13 +42,15 @@ import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from procflow.errors import RecordError
-from procflow.model.ir import Application, Entity, Field, Relation, Seed
 from procflow.model.source import suggest
 from procflow.model.values import describe
 from procflow.runtime.data.user_json import json_problems
+
+if TYPE_CHECKING:
+    from procflow.model.ir import Application, Entity, Field, Relation, Seed
 
 Exists = Callable[[str, int], bool]
 

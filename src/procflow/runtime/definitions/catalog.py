@@ -9,15 +9,18 @@ here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 from procflow.errors import DefinitionError, NotFoundError, UsageError
-from procflow.model.ir import Application, Flow, Process
 from procflow.model.source import suggest
 from procflow.model.validate import load_text
 from procflow.runtime.data.events import MIN_RETENTION_SECONDS
-from procflow.runtime.interpret.flow_state import FlowIndex
 from procflow.store.rows import VersionRow
 from procflow.store.store import Store, Tx
+
+if TYPE_CHECKING:
+    from procflow.model.ir import Application, Flow, Process
+    from procflow.runtime.interpret.flow_state import FlowIndex
 
 __all__ = ["Catalog", "Compiled", "compile_source", "event_retention"]
 
@@ -28,6 +31,16 @@ class Compiled:
     definition: Application | Flow
     project_dir: str
     index: FlowIndex | None = None  # flows: every step by id
+
+    # The stored dialect says which IR a version compiled into, so that the modules reading runs
+    # never import the IR's classes to ask (importing them is a third of a `runs list`'s start).
+    @property
+    def app(self) -> Application | None:
+        return cast("Application", self.definition) if self.version.dialect == "intent" else None
+
+    @property
+    def flow(self) -> Flow | None:
+        return cast("Flow", self.definition) if self.version.dialect == "flow" else None
 
 
 PRUNE_EVERY_MICROS = 60 * 1_000_000
@@ -58,9 +71,13 @@ class Catalog:
         if hit is None:
             version = (reader or self.store.read()).version(version_id)
             project = self.project_dir or version.project_dir
-            definition = compile_source(version.source, version.file, project)
-            index = FlowIndex(definition) if isinstance(definition, Flow) else None
-            hit = Compiled(version, definition, project, index)
+            hit = Compiled(version, compile_source(version.source, version.file, project), project)
+            if hit.flow is not None:
+                # Only a flow's versions need the index, and only once compiled (the IR is
+                # loaded by then): the interpreter's module is not imported to read a run.
+                from procflow.runtime.interpret.flow_state import FlowIndex
+
+                hit.index = FlowIndex(hit.flow)
             self._compiled[version_id] = hit
         return hit
 
@@ -68,14 +85,14 @@ class Catalog:
         self, version_id: int, name: str, reader: Tx | None = None
     ) -> tuple[Compiled, Process]:
         compiled = self.compiled(version_id, reader)
-        app = compiled.definition
-        assert isinstance(app, Application)
+        app = compiled.app
+        assert app is not None
         return compiled, next(p for p in app.processes if p.name == name)
 
     def flow(self, version_id: int, reader: Tx | None = None) -> tuple[Compiled, Flow]:
         compiled = self.compiled(version_id, reader)
-        assert isinstance(compiled.definition, Flow) and compiled.index is not None
-        return compiled, compiled.definition
+        assert compiled.flow is not None and compiled.index is not None
+        return compiled, compiled.flow
 
     def latest_processes(self, tx: Tx) -> list[tuple[Compiled, Process]]:
         """The latest version of every enabled intent process (the candidates for triggers)."""
@@ -85,9 +102,8 @@ class Catalog:
             if version is None:
                 continue
             compiled = self.compiled(version.id, tx)
-            app = compiled.definition
-            if isinstance(app, Application):
-                out.extend((compiled, p) for p in app.processes if p.name == name)
+            if compiled.app is not None:
+                out.extend((compiled, p) for p in compiled.app.processes if p.name == name)
         return out
 
     def latest_flows(self, tx: Tx) -> list[tuple[Flow, int]]:
@@ -137,8 +153,8 @@ class Catalog:
             raise NotFoundError(
                 f"unknown entity [{entity}]{suggest(entity, known)}", kind="entity", key=entity
             )
-        app = self.compiled(version_id, reader).definition
-        assert isinstance(app, Application)
+        app = self.compiled(version_id, reader).app
+        assert app is not None
         return app
 
 

@@ -106,6 +106,13 @@ def definition_names(definition: Application | Flow) -> list[str]:
     return [p.name for p in definition.processes]
 
 
+def declared_var_names(definition: Application | Flow, name: str) -> list[str] | None:
+    """The vars process ``name`` declares, kept with its version; None for a flow."""
+    if isinstance(definition, Flow):
+        return None
+    return next([v.name for v in p.vars] for p in definition.processes if p.name == name)
+
+
 def deploy(
     tx: Tx, definition: Application | Flow, source: str, file: str, project_dir: str, now: int
 ) -> list[Deployed]:
@@ -125,7 +132,8 @@ def deploy(
             out.append(Deployed(name, dialect, latest.version, latest.id, False))
             versions.append(latest.id)
             continue
-        row = tx.insert_version(name, dialect, digest, file, project_dir, source, now)
+        vars_ = declared_var_names(definition, name)
+        row = tx.insert_version(name, dialect, digest, file, project_dir, source, now, vars_)
         out.append(Deployed(name, dialect, row.version, row.id, True))
         versions.append(row.id)
     if isinstance(definition, Application):

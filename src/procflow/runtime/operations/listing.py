@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from procflow.errors import NotFoundError, UsageError
-from procflow.model.ir import Entity
 from procflow.model.source import Diagnostic
 from procflow.runtime.clock import iso
 from procflow.runtime.data.records import record_json
@@ -24,6 +23,9 @@ from procflow.runtime.operations.views import history_json, run_summary_json
 from procflow.runtime.waits.task_rows import Task, task_json
 from procflow.store.rows import OutboxRow, VersionRow
 from procflow.store.store import Tx
+
+if TYPE_CHECKING:
+    from procflow.model.ir import Entity
 
 if TYPE_CHECKING:  # deploying is imported by what deploys, not by what lists
     from procflow.runtime.definitions.deploy import Deployed

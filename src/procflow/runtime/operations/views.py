@@ -3,13 +3,15 @@ summaries."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from procflow.model.ir import Application
 from procflow.runtime.clock import iso
 from procflow.states import TokenState
 from procflow.store.rows import HistoryRow, RunRow, RunSummary, TokenRow
 from procflow.store.store import Tx
+
+if TYPE_CHECKING:
+    from procflow.model.ir import Application
 
 _TIME_KEYS = ("due", "timeout_at")
 
@@ -96,9 +98,10 @@ def run_json(
     return out
 
 
-def declared_vars(definition: Any, name: str) -> list[str]:
-    if isinstance(definition, Application):
-        for process in definition.processes:
+def declared_vars(app: Application | None, name: str) -> list[str]:
+    """The vars process ``name`` of ``app`` declares (none for a flow's run: ``app`` None)."""
+    if app is not None:
+        for process in app.processes:
             if process.name == name:
                 return [v.name for v in process.vars]
     return []

@@ -70,13 +70,24 @@ class DefinitionQueries(Queries):
         project_dir: str,
         source: str,
         now: int,
+        vars_: list[str] | None = None,
     ) -> VersionRow:
         row = self.c.execute("SELECT latest FROM definitions WHERE name=?", (name,)).fetchone()
         number = (row[0] if row else 0) + 1
         new_id = self.c.execute(
             "INSERT INTO versions(name, version, dialect, hash, file, project_dir, source, "
-            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            (name, number, dialect, hash_, file, project_dir, source, now),
+            "created_at, vars) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (
+                name,
+                number,
+                dialect,
+                hash_,
+                file,
+                project_dir,
+                source,
+                now,
+                None if vars_ is None else dumps(vars_),
+            ),
         ).fetchone()[0]
         self.c.execute(
             "INSERT INTO definitions(name, dialect, enabled, latest, first_version) "
