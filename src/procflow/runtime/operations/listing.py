@@ -21,6 +21,7 @@ from procflow.runtime.clock import iso
 from procflow.runtime.data.records import record_json
 from procflow.runtime.definitions.catalog import Catalog
 from procflow.runtime.definitions.deploy import Deployed
+from procflow.runtime.operations.cursors import MAX_PAGE
 from procflow.runtime.operations.views import history_json, run_summary_json
 from procflow.runtime.waits.tasks import Task, task_json
 from procflow.store.rows import OutboxRow, VersionRow
@@ -48,7 +49,6 @@ __all__ = [
     "version_row",
 ]
 
-MAX_PAGE = 500  # the most items one page holds
 
 Key = TypeVar("Key", int, str)
 Row = TypeVar("Row")
