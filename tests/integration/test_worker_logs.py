@@ -13,8 +13,8 @@ import pytest
 
 from procflow.errors import StoreConflict
 from procflow.runtime.engine import Engine
+from procflow.runtime.work import loop as work
 from procflow.runtime.work.commit import Committer
-from procflow.runtime.work.loop import loop as work
 
 FLOW = """\
 flow: logged

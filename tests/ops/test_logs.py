@@ -18,8 +18,8 @@ import pytest
 from opsite import SECRET, Site, make_site
 
 from procflow.cli.logs import JsonFormatter, TextFormatter
+from procflow.runtime.work import advancing
 from procflow.runtime.work.commit import Committer
-from procflow.runtime.work.loop import advancing
 
 TOKEN = "ops-logs-token-0123456789abcdefgh"
 TOKENS = f"{TOKEN}=ada:admin"

@@ -124,7 +124,8 @@ def page_options(list_name: str, kind: type[int] | type[str]) -> Callable[[F], F
     without one). ``list_name`` and ``kind``: the list the cursor must belong to, and its key."""
 
     def checked_limit(ctx: click.Context, param: click.Parameter, value: str | None) -> int:
-        limit = page_limit(value or "")
+        # An empty --limit is refused: only leaving the option out asks for the default.
+        limit = DEFAULT_PAGE if value is None else page_limit(value) if value else None
         if limit is None:
             raise click.BadParameter(
                 f"must be a whole number from 1 to {MAX_PAGE}, not [{_shown(value or '')}]"

@@ -171,7 +171,8 @@ def _start_worker(
         except Exception:  # the HTTP face stays up; the error is the operator's to see
             log.exception("the in-process worker could not start")
             return
-        engine.loop.advancer.observer = with_run_logs(observer)  # metrics, and the run logs
+        # Metrics, and the run logs.
+        engine.loop.advancer.observer = with_run_logs(observer, engine.lease_owner)
         beat = engine.heartbeat(stop)
         try:
             engine.work(until_idle=False, stop=stop)

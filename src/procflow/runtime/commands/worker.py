@@ -60,9 +60,8 @@ def run_worker(
             for i in range(concurrency)
         ]
         # One process, one set of counters (metrics) for all its loops; and the run logs.
-        observed = with_run_logs(observer)
         for e in engines:
-            e.loop.advancer.observer = observed
+            e.loop.advancer.observer = with_run_logs(observer, e.lease_owner)
         beats = [e.heartbeat(stop) for e in engines]
         tune_gc()
         for e in engines:

@@ -39,8 +39,12 @@ _ENDINGS = {"run.failed": RunStatus.FAILED, "run.aborted": RunStatus.ABORTED}
 
 
 class RunLogObserver(Observer):
-    """Logs attempts (DEBUG) and failed runs (INFO); each hook returns at once when its level
+    """Logs attempts (DEBUG) and failed runs (INFO) of the worker ``worker`` (its lease owner,
+    on each line as the worker's other lines have it); each hook returns at once when its level
     is off."""
+
+    def __init__(self, worker: str | None = None) -> None:
+        self.worker = worker
 
     def attempted(self, ctx: AttemptCtx, outcome: Any) -> None:
         if not log.isEnabledFor(logging.DEBUG):
@@ -53,6 +57,7 @@ class RunLogObserver(Observer):
                 "run_id": ctx.run.id, "definition": ctx.run.name, "step": step or None,
                 "attempt": _attempt(ctx, outcome, step), "outcome": kind,
                 "duration_ms": None if seconds is None else round(seconds * 1000, 3),
+                "worker": self.worker,
             },
         )  # fmt: skip
 
@@ -69,7 +74,8 @@ class RunLogObserver(Observer):
             log.info(
                 "run %s: %s", status, masked,
                 extra={"run_id": tr.run.id, "definition": tr.run.name,
-                       "step": error.get("step") or ending.step, "outcome": status},
+                       "step": error.get("step") or ending.step, "outcome": status,
+                       "worker": self.worker},
             )  # fmt: skip
 
 
@@ -86,11 +92,11 @@ def _attempt(ctx: AttemptCtx, outcome: Any, step: str) -> int | None:
     return token.attempt if token is not None else None
 
 
-def with_run_logs(observer: Observer | None) -> Observer:
-    """``observer`` (None: none) and the run logs, for a worker's advancer. With INFO off for
+def with_run_logs(observer: Observer | None, worker: str | None = None) -> Observer:
+    """``observer`` (None: none) and the run logs of ``worker``, for its advancer. With INFO off for
     ``procflow.worker`` nothing would be logged: ``observer`` alone is kept, and the advancer
     keeps its fast path when that is none."""
     if not log.isEnabledFor(logging.INFO):
         return NO_OBSERVER if observer is None else observer
-    logs = RunLogObserver()
+    logs = RunLogObserver(worker)
     return logs if observer is None or observer is NO_OBSERVER else Observers(logs, observer)
