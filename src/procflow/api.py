@@ -18,18 +18,66 @@ the same runtime calls, so no face can do what another cannot.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
+from procflow.errors import UsageError
 from procflow.runtime import engine as _runtime
 from procflow.runtime.data.identity import Actor
 from procflow.runtime.definitions.deploy import Deployed
-from procflow.runtime.operations import retention
-from procflow.store.rows import RunRow
+from procflow.runtime.operations import listing, retention
+from procflow.runtime.operations.cursors import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    decode_cursor,
+    encode_cursor,
+)
 
-__all__ = ["Actor", "Engine", "Events", "Records", "Runs", "Tasks"]
+__all__ = ["Actor", "Engine", "Events", "Page", "Records", "Runs", "Tasks"]
+
+Key = TypeVar("Key", int, str)
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page of a list, newest first, as the HTTP API answers it: ``next_cursor`` is the
+    ``cursor=`` of the next page (the same text ``?cursor=`` and ``--cursor`` take), None after
+    the last."""
+
+    items: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+def _key(cursor: str | None, list_name: str, kind: type[Key]) -> Key | None:
+    if cursor is None:
+        return None
+    key = decode_cursor(cursor, list_name, kind)
+    if key is None:
+        raise UsageError(
+            f"cursor is not one the {list_name} list gave out (take next_cursor from a page of "
+            "the same list, or leave it out to start from the newest)"
+        )
+    assert isinstance(key, kind)
+    return key
+
+
+def _page(list_name: str, page: listing.Page[Key]) -> Page:
+    cursor = None if page.next_key is None else encode_cursor(list_name, page.next_key)
+    return Page(page.items, cursor)
+
+
+def _every(read: Callable[[str | None], Page]) -> Iterator[dict[str, Any]]:
+    """Every item of a list, following its pages to the end."""
+    cursor: str | None = None
+    while True:
+        page = read(cursor)
+        yield from page.items
+        cursor = page.next_cursor
+        if cursor is None:
+            return
 
 
 class Records:
@@ -53,8 +101,14 @@ class Records:
     def get(self, entity: str, id_: int) -> dict[str, Any]:
         return self._e.get_record(entity, id_)
 
+    def page(self, entity: str, *, limit: int = DEFAULT_PAGE, cursor: str | None = None) -> Page:
+        """A page of ``entity``'s records, newest first (``limit``: 1 to 500)."""
+        before = _key(cursor, "records", int)
+        return _page("records", self._e.records_page(entity, limit=limit, before=before))
+
     def list(self, entity: str) -> list[dict[str, Any]]:
-        return self._e.list_records(entity)
+        """Every record of ``entity``, newest first (read a page at a time)."""
+        return list(_every(lambda c: self.page(entity, limit=MAX_PAGE, cursor=c)))
 
 
 class Runs:
@@ -80,8 +134,18 @@ class Runs:
     def for_record(self, entity: str, id_: int) -> list[dict[str, Any]]:
         return [self._e.show(r.id) for r in self._e.runs_for_record(entity, id_)]
 
-    def list(self, status: str | None = None, name: str | None = None) -> list[RunRow]:
-        return self._e.list_runs(status, name)
+    def page(
+        self, status: str | None = None, name: str | None = None, *,
+        limit: int = DEFAULT_PAGE, cursor: str | None = None,
+    ) -> Page:  # fmt: skip
+        """A page of runs (``runs list --json`` items), newest first, optionally of one status
+        and definition; give the same filters again with ``cursor``."""
+        before = _key(cursor, "runs", str)
+        return _page("runs", self._e.runs_page(status, name, limit=limit, before=before))
+
+    def list(self, status: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+        """Every run (``runs list --json`` items), newest first (read a page at a time)."""
+        return list(_every(lambda c: self.page(status, name, limit=MAX_PAGE, cursor=c)))
 
     def show(self, run_id: str, history: int | None = None) -> dict[str, Any]:
         return self._e.show(run_id, history)
@@ -108,8 +172,16 @@ class Tasks:
     def __init__(self, engine: _runtime.Engine) -> None:
         self._e = engine
 
+    def page(
+        self, assignee: str | None = None, *, limit: int = DEFAULT_PAGE, cursor: str | None = None
+    ) -> Page:
+        """A page of open tasks, newest first, optionally of one assignee."""
+        before = _key(cursor, "tasks", int)
+        return _page("tasks", self._e.tasks_page(assignee, limit=limit, before=before))
+
     def list(self, assignee: str | None = None) -> list[dict[str, Any]]:
-        return self._e.list_tasks(assignee)
+        """Every open task, newest first (read a page at a time)."""
+        return list(_every(lambda c: self.page(assignee, limit=MAX_PAGE, cursor=c)))
 
     def complete(
         self,

@@ -625,4 +625,4 @@ def test_the_reminders_example_of_the_tour_runs_as_the_readme_shows(cli: Cli) ->
     assert done["output"] == {"reminded": 2, "reported": True}
     assert done["bindings"]["soonest"] == {"renews": "2027-01-25T00:00:00Z"}
     sent = [(m["channel"], m["to"]) for m in cli.json("outbox", "list")]
-    assert sent == [("slack", "@ada"), ("slack", "@bob"), ("email", "renewals@example.com")]
+    assert sent == [("email", "renewals@example.com"), ("slack", "@bob"), ("slack", "@ada")]

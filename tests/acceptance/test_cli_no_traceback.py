@@ -365,12 +365,12 @@ def test_an_unexpected_exception_is_one_line_too(
     scene: Scene, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The last line of defence: a bug is reported in one line (exit 1), never a traceback."""
-    from procflow.cli import _engine
+    from procflow.runtime.engine import Engine
 
     def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("surprise\nacross lines")
 
-    monkeypatch.setattr(_engine, "run_summaries", broken)
+    monkeypatch.setattr(Engine, "runs_page", broken)
     done = invoke("runs", "list", "--db", scene.url)
     assert (done.code, done.stderr) == (
         1,

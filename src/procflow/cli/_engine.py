@@ -135,13 +135,6 @@ def flow_inputs(flow: Flow, pairs: tuple[str, ...], inputs_json: str | None) -> 
     return cli_inputs(flow, pairs, inputs_json)
 
 
-def run_summaries(engine: Engine, status: str | None, name: str | None) -> list[dict[str, Any]]:
-    """`runs list --json`: the items of the HTTP API's runs pages, oldest first."""
-    from procflow.runtime.operations.views import run_summary_json
-
-    return [run_summary_json(r) for r in engine.list_runs(status, name)]
-
-
 @dataclass(frozen=True)
 class WorkLimits:
     """What keeps one run from holding a worker up (``worker --slots/--step-timeout/...``)."""
@@ -193,20 +186,6 @@ def slack_approval(payload: dict[str, Any], event_id: str | None) -> Event:
 
     data, key = approval_event(payload)
     return make_event("slack.approval", data, event_id or key)
-
-
-# --- what the store holds --------------------------------------------------------------------
-
-
-def definition_rows(engine: Engine) -> list[dict[str, Any]]:
-    """`definitions list --json`: each definition with its versions and their active runs (the
-    shape the HTTP API's definitions have: the runtime builds it for both)."""
-    return engine.list_definitions()
-
-
-def outbox_rows(engine: Engine) -> list[dict[str, Any]]:
-    """`outbox list --json`: the kept messages, oldest first."""
-    return engine.list_outbox()
 
 
 # --- time ------------------------------------------------------------------------------------

@@ -9,8 +9,14 @@ from typing import Any
 import click
 
 from procflow.cli import _engine
-from procflow.cli.options import db_option, json_option, max_file_size_option, project_option
-from procflow.cli.output import EXIT_BAD, EXIT_USAGE, echo_json, fail
+from procflow.cli.options import (
+    db_option,
+    json_option,
+    max_file_size_option,
+    page_options,
+    project_option,
+)
+from procflow.cli.output import EXIT_BAD, EXIT_USAGE, echo_json, echo_page, fail, more_line
 from procflow.errors import UsageError
 from procflow.model.source import Diagnostic
 from procflow.model.validate import compile_file, load_file
@@ -134,19 +140,21 @@ def definitions() -> None:
 
 
 @definitions.command("list")
+@page_options("definitions", int)
 @db_option
 @json_option
-def definitions_list(db_url: str, as_json: bool) -> None:
-    """Every deployed definition: its latest version and the active runs of each version."""
+def definitions_list(limit: int, before: int | None, db_url: str, as_json: bool) -> None:
+    """Deployed definitions, the most recently first deployed first, a page at a time: each
+    one's latest version and the active runs of each version."""
     with _engine.engine_at(db_url) as engine:
-        rows = _engine.definition_rows(engine)
-    if as_json:
-        echo_json(rows)
-        return
-    for r in rows:
-        active = ", ".join(f"v{v['version']}: {v['active_runs']} active" for v in r["versions"])
-        state = "" if r["enabled"] else "  (disabled)"
-        click.echo(f"{r['name']:<28} {r['dialect']:<7} latest v{r['latest']}  [{active}]{state}")
+        page = engine.definitions_page(limit=limit, before=before)
+    echo_page(page.items, more_line("definitions", page.next_key), as_json, _definition_line)
+
+
+def _definition_line(r: dict[str, Any]) -> str:
+    active = ", ".join(f"v{v['version']}: {v['active_runs']} active" for v in r["versions"])
+    state = "" if r["enabled"] else "  (disabled)"
+    return f"{r['name']:<28} {r['dialect']:<7} latest v{r['latest']}  [{active}]{state}"
 
 
 @definitions.command("disable")

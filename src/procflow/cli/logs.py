@@ -2,11 +2,11 @@
 (``PROCFLOW_LOG_FORMAT``), on stderr, through the standard :mod:`logging` module.
 
 A log call says what happened in its message and who it concerns in ``extra=``: ``run_id``,
-``definition``, ``step``, ``attempt``, ``worker``. The text format appends those as
-``key=value``; the JSON format writes one object a line with ``ts``, ``level``, ``msg``,
-``logger`` and each of them that applies. A message never holds a var, secret or token value:
-log calls name runs and steps, never what they carry (an incident's message is masked before it
-is logged).
+``definition``, ``step``, ``attempt``, ``outcome``, ``duration_ms``, ``worker``. The text format
+appends those as ``key=value``; the JSON format writes one object a line with ``ts``, ``level``,
+``msg``, ``logger`` and each of them that applies. A message never holds a var, secret or token
+value: log calls name runs and steps, never what they carry (a failed run's or an incident's
+message is masked before it is logged; ``procflow.runtime.work.run_logs``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from procflow.config import SETTINGS
 
 __all__ = ["FIELDS", "JsonFormatter", "TextFormatter", "configure_logs", "log_format_option"]
 
-FIELDS = ("run_id", "definition", "step", "attempt", "worker")
+FIELDS = ("run_id", "definition", "step", "attempt", "outcome", "duration_ms", "worker")
 """What a log line may say about whom it concerns (passed with ``extra=``)."""
 
 # The loggers procflow writes to, and uvicorn's (serve): they all go through one handler.

@@ -14,6 +14,7 @@ import click
 
 from procflow.config import SETTINGS, parse_size
 from procflow.errors import ConfigError
+from procflow.runtime.operations.cursors import DEFAULT_PAGE, MAX_PAGE, decode_cursor, page_limit
 from procflow.states import RunStatus
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -143,3 +144,50 @@ max_file_size_option = click.option(
     show_envvar=True,
     help="Refuse a definition file larger than this (bytes, or KiB/MiB).",
 )
+
+
+def page_options(list_name: str, kind: type[int] | type[str]) -> Callable[[F], F]:
+    """``--limit N`` and ``--cursor C`` of a list command, as ``?limit=`` and ``?cursor=`` of the
+    HTTP list: the command receives ``limit`` and ``before`` (the key the cursor carries, None
+    without one). ``list_name`` and ``kind``: the list the cursor must belong to, and its key."""
+
+    def checked_limit(ctx: click.Context, param: click.Parameter, value: str | None) -> int:
+        # An empty --limit is refused: only leaving the option out asks for the default.
+        limit = DEFAULT_PAGE if value is None else page_limit(value) if value else None
+        if limit is None:
+            raise click.BadParameter(
+                f"must be a whole number from 1 to {MAX_PAGE}, not [{_shown(value or '')}]"
+            )
+        return limit
+
+    def checked_cursor(
+        ctx: click.Context, param: click.Parameter, value: str | None
+    ) -> int | str | None:
+        if value is None:
+            return None
+        key = decode_cursor(value, list_name, kind)
+        if key is None:
+            raise click.BadParameter(
+                f"is not a cursor of this list (take it from the `-- more {list_name}: --cursor "
+                "C` line of a page of the same list, or leave it out to start from the newest)"
+            )
+        return key
+
+    limit = click.option(
+        "--limit", metavar="N", callback=checked_limit,
+        help=f"How many items, newest first (default {DEFAULT_PAGE}, at most {MAX_PAGE}).",
+    )  # fmt: skip
+    cursor = click.option(
+        "--cursor", "before", metavar="C", callback=checked_cursor,
+        help="Where the previous page ended: the C of its last line `-- more ...: --cursor C` "
+        "(give the same filters again).",
+    )  # fmt: skip
+
+    def both(command: F) -> F:
+        return limit(cursor(command))
+
+    return both
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 40 else f"{text[:37]}..."

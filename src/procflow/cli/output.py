@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import click
 
 from procflow.errors import UsageError
+from procflow.runtime.operations.cursors import encode_cursor
 from procflow.store.codec import MAX_JSON_DEPTH, too_deep_at
 
 EXIT_OK, EXIT_BAD, EXIT_USAGE, EXIT_ABORTED = 0, 1, 2, 3
@@ -22,6 +24,34 @@ def fail(message: str, code: int) -> NoReturn:
 
 def echo_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def echo_page(
+    items: list[dict[str, Any]],
+    more: str | None,
+    as_json: bool,
+    line: Callable[[dict[str, Any]], str],
+    empty: str = "",
+) -> None:
+    """A page of a list: ``--json`` prints the items as a JSON array; otherwise ``line`` of each
+    (``empty`` when there is none). ``more``: the line saying the next page's ``--cursor``,
+    last on stdout, and on stderr with ``--json`` (stdout stays one JSON array)."""
+    if as_json:
+        echo_json(items)
+    else:
+        if not items and empty:
+            click.echo(empty)
+        for item in items:
+            click.echo(line(item))
+    if more is not None:
+        click.echo(more, err=as_json)
+
+
+def more_line(list_name: str, next_key: int | str | None) -> str | None:
+    """``-- more runs: --cursor C`` when a page has a next one (``next_key``), else None."""
+    if next_key is None:
+        return None
+    return f"-- more {list_name}: --cursor {encode_cursor(list_name, next_key)}"
 
 
 def json_arg(text: str | None, what: str) -> dict[str, Any]:

@@ -7,8 +7,8 @@ from typing import Any
 import click
 
 from procflow.cli import _engine
-from procflow.cli.options import as_option, db_option, json_option, project_option
-from procflow.cli.output import echo_json, json_arg, one_line, whole_number
+from procflow.cli.options import as_option, db_option, json_option, page_options, project_option
+from procflow.cli.output import echo_json, echo_page, json_arg, more_line, one_line, whole_number
 from procflow.errors import UsageError
 
 # --- records ---------------------------------------------------------------------------------
@@ -95,17 +95,14 @@ def records_get(entity: str, id_text: str, db_url: str, as_json: bool) -> None:
 
 @records.command("list")
 @click.argument("entity")
+@page_options("records", int)
 @db_option
 @json_option
-def records_list(entity: str, db_url: str, as_json: bool) -> None:
-    """Every record of ENTITY."""
+def records_list(entity: str, limit: int, before: int | None, db_url: str, as_json: bool) -> None:
+    """ENTITY's records, newest first, a page at a time."""
     with _engine.engine_at(db_url) as engine:
-        rows = engine.list_records(entity)
-    if as_json:
-        echo_json(rows)
-        return
-    for record in rows:
-        click.echo(one_line(record))
+        page = engine.records_page(entity, limit=limit, before=before)
+    echo_page(page.items, more_line("records", page.next_key), as_json, one_line)
 
 
 # --- events ----------------------------------------------------------------------------------
@@ -198,24 +195,25 @@ def tasks() -> None:
 
 @tasks.command("list")
 @click.option("--assignee", help="Only tasks assigned to this user or role.")
+@page_options("tasks", int)
 @db_option
 @json_option
-def tasks_list(assignee: str | None, db_url: str, as_json: bool) -> None:
-    """Open tasks, oldest first."""
+def tasks_list(
+    assignee: str | None, limit: int, before: int | None, db_url: str, as_json: bool
+) -> None:
+    """Open tasks, newest first, a page at a time."""
     with _engine.engine_at(db_url) as engine:
-        rows = engine.list_tasks(assignee)
-    if as_json:
-        echo_json(rows)
-        return
-    if not rows:
-        click.echo("no open tasks")
-    for t in rows:
-        record = f"  {t['record']['entity']} {t['record']['id']}" if t["record"] else ""
-        form = f"  form {t['form']} [{'|'.join(t['actions'])}]" if t["form"] else ""
-        click.echo(
-            f"{t['id']:>5}  {t['step']:<16} → {t['assignee']}{record}{form}  run {t['run_id']}  "
-            f"since {t['created_at']}"
-        )
+        page = engine.tasks_page(assignee, limit=limit, before=before)
+    echo_page(page.items, more_line("tasks", page.next_key), as_json, _task_line, "no open tasks")
+
+
+def _task_line(t: dict[str, Any]) -> str:
+    record = f"  {t['record']['entity']} {t['record']['id']}" if t["record"] else ""
+    form = f"  form {t['form']} [{'|'.join(t['actions'])}]" if t["form"] else ""
+    return (
+        f"{t['id']:>5}  {t['step']:<16} → {t['assignee']}{record}{form}  run {t['run_id']}  "
+        f"since {t['created_at']}"
+    )
 
 
 @tasks.command("complete")
@@ -261,22 +259,21 @@ def outbox() -> None:
 
 
 @outbox.command("list")
+@page_options("outbox", int)
 @db_option
 @json_option
-def outbox_list(db_url: str, as_json: bool) -> None:
-    """Kept messages, oldest first."""
+def outbox_list(limit: int, before: int | None, db_url: str, as_json: bool) -> None:
+    """Kept messages, newest first, a page at a time."""
     with _engine.engine_at(db_url) as engine:
-        shown = _engine.outbox_rows(engine)
-    if as_json:
-        echo_json(shown)
-        return
-    if not shown:
-        click.echo("the outbox is empty")
-    for m in shown:
-        about = f"  {m['subject']}" if m["subject"] else ""
-        click.echo(f"{m['id']:>5} {m['created_at']} {m['channel']:<5} → {m['to']}{about}")
-        if m["body"]:
-            click.echo(f"      {m['body']}")
+        page = engine.outbox_page(limit=limit, before=before)
+    more = more_line("outbox", page.next_key)
+    echo_page(page.items, more, as_json, _message_lines, "the outbox is empty")
+
+
+def _message_lines(m: dict[str, Any]) -> str:
+    about = f"  {m['subject']}" if m["subject"] else ""
+    head = f"{m['id']:>5} {m['created_at']} {m['channel']:<5} → {m['to']}{about}"
+    return f"{head}\n      {m['body']}" if m["body"] else head
 
 
 COMMANDS: list[click.Command] = [records, events, tasks, outbox]

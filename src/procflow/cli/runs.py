@@ -12,6 +12,7 @@ from procflow.cli.options import (
     db_option,
     json_option,
     max_file_size_option,
+    page_options,
     project_option,
     run_status_choice,
     with_inputs,
@@ -21,8 +22,10 @@ from procflow.cli.output import (
     EXIT_ABORTED,
     EXIT_BAD,
     echo_json,
+    echo_page,
     fail,
     json_arg,
+    more_line,
     print_run,
     whole_number,
 )
@@ -154,18 +157,22 @@ def runs() -> None:
 @runs.command("list")
 @click.option("--status", type=run_status_choice, help="Only runs with this status.")
 @click.option("--name", help="Only runs of this definition.")
+@page_options("runs", str)
 @db_option
 @json_option
-def runs_list(status: str | None, name: str | None, db_url: str, as_json: bool) -> None:
-    """Runs, oldest first."""
+def runs_list(
+    status: str | None, name: str | None, limit: int, before: str | None, db_url: str,
+    as_json: bool,
+) -> None:  # fmt: skip
+    """Runs, newest first, a page at a time."""
     with _engine.engine_at(db_url) as engine:
-        rows = _engine.run_summaries(engine, status, name)
-    if as_json:
-        echo_json(rows)
-        return
-    for r in rows:
-        key = f"key={r['business_key']}  " if r["business_key"] is not None else ""
-        click.echo(f"{r['id']}  {r['name']:<24} {r['status']:<10} {key}started {r['started_at']}")
+        page = engine.runs_page(status, name, limit=limit, before=before)
+    echo_page(page.items, more_line("runs", page.next_key), as_json, _run_line)
+
+
+def _run_line(r: dict[str, Any]) -> str:
+    key = f"key={r['business_key']}  " if r["business_key"] is not None else ""
+    return f"{r['id']}  {r['name']:<24} {r['status']:<10} {key}started {r['started_at']}"
 
 
 @runs.command("show")

@@ -249,6 +249,8 @@ class Engine:
         return self.record_calls.get(entity, id_)
 
     def list_records(self, entity: str) -> list[dict[str, Any]]:
+        """Every record of ``entity``, oldest first (tests, ``procflow test``); the faces page
+        them (:meth:`records_page`)."""
         return self.record_calls.list(entity)
 
     # --- runs -------------------------------------------------------------------------------
@@ -325,6 +327,7 @@ class Engine:
         return run_json(reader, run, compiled.version.version, names, history)
 
     def list_runs(self, status: str | None = None, name: str | None = None) -> list[RunRow]:
+        """Every run's row, oldest first (tests, tools); the faces page them (:meth:`runs_page`)."""
         return self.store.read().runs(status, name)
 
     def runs_for_record(self, entity: str, id_: int) -> list[RunRow]:
@@ -392,17 +395,12 @@ class Engine:
         return listing.outbox_page(self.store.read(), limit, before)
 
     def list_outbox(self) -> list[dict[str, Any]]:
-        """Every kept message, oldest first (``outbox list --json``)."""
+        """Every kept message, oldest first (``procflow test``); the faces page them."""
         return [listing.outbox_json(m) for m in self.store.read().outbox()]
 
     def definitions_page(self, *, limit: int = 50, before: int | None = None) -> Page[int]:
         """Definitions after the one whose first version is ``before``, newest first."""
         return listing.definitions_page(self.store.read(), limit, before)
-
-    def list_definitions(self) -> list[dict[str, Any]]:
-        """Every deployed definition by name (``definitions list --json``)."""
-        reader = self.store.read()
-        return [listing.definition_json(reader, *d) for d in reader.definitions()]
 
     def definition(self, name: str) -> dict[str, Any]:
         """One deployed definition with its versions (a ``definitions list --json`` item)."""
@@ -457,7 +455,8 @@ class Engine:
         return event_spec(self, type_)
 
     def list_tasks(self, assignee: str | None = None) -> list[dict[str, Any]]:
-        """Open user tasks, oldest first (``tasks list --json``), optionally of one assignee."""
+        """Every open user task, oldest first, optionally of one assignee (``procflow test``);
+        the faces page them (:meth:`tasks_page`)."""
         return list_tasks(self.store.read(), assignee)
 
     @retry_on_conflict

@@ -1,23 +1,27 @@
 """``?limit=`` and ``?cursor=`` of every list route, and the ``{items, next_cursor}`` it answers.
 
-A cursor is opaque to callers: the URL-safe base64 of ``[list, key]``, the list it belongs to
-and the key of the last item its page showed (a run id, or a task's, record's, message's or
-definition's number). The next page holds the items whose key sorts below it, newest first
-(``procflow.runtime.operations.listing``), so items added meanwhile never shift a page still to
-come. A cursor of another list, or one that does not decode, is a 400 naming ``cursor``; it carries
-no filter, so the same ``status``/``name``/``assignee`` are given again with it.
+The cursor is the one every face shares (``procflow.runtime.operations.cursors``): it names the
+list it belongs to and the key of the last item its page showed. The next page holds the items
+whose key sorts below it, newest first (``procflow.runtime.operations.listing``), so items added
+meanwhile never shift a page still to come. A cursor of another list, or one that does not decode,
+is a 400 naming ``cursor``; it carries no filter, so the same ``status``/``name``/``assignee`` are
+given again with it.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from procflow.runtime.operations.listing import MAX_PAGE, Page
+from procflow.runtime.operations.cursors import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    decode_cursor,
+    encode_cursor,
+    page_limit,
+)
+from procflow.runtime.operations.listing import Page
 from procflow.server.problems import Problem
 
 __all__ = [
@@ -31,9 +35,7 @@ __all__ = [
     "str_page",
 ]
 
-DEFAULT_LIMIT = 50
-_INT64 = 2**63  # keys are database integers: one out of range cannot name a row
-_MAX_CURSOR = 512  # characters; a run id is 32, so a real cursor is far shorter
+DEFAULT_LIMIT = DEFAULT_PAGE
 
 Key = TypeVar("Key", int, str)
 
@@ -54,69 +56,49 @@ def bad_query(field: str, message: str) -> Problem:
 
 def int_page(query: Mapping[str, str], list_name: str) -> PageAsked[int]:
     """``limit`` and ``cursor`` of a list keyed by numbers (tasks, records, outbox, definitions)."""
-    key = _cursor_key(query, list_name)
-    if key is not None and not (isinstance(key, int) and not isinstance(key, bool)):
-        raise _bad_cursor()
-    if key is not None and not -_INT64 <= key < _INT64:
-        raise _bad_cursor()
+    key = _cursor_key(query, list_name, int)
+    assert key is None or isinstance(key, int)
     return PageAsked(list_name, _limit(query), key)
 
 
 def str_page(query: Mapping[str, str], list_name: str) -> PageAsked[str]:
     """``limit`` and ``cursor`` of a list keyed by text (runs)."""
-    key = _cursor_key(query, list_name)
-    # Keys given out are printable ASCII (run ids); anything else (a NUL, a lone surrogate)
-    # could not even be sent to the store.
-    if key is not None and not (isinstance(key, str) and key.isascii() and key.isprintable()):
-        raise _bad_cursor()
+    key = _cursor_key(query, list_name, str)
+    assert key is None or isinstance(key, str)
     return PageAsked(list_name, _limit(query), key)
 
 
 def page_json(asked: PageAsked[Key], page: Page[Key]) -> dict[str, Any]:
     """``{items, next_cursor}``: ``next_cursor`` asks for the next page, null after the last."""
-    cursor = None if page.next_key is None else _encode(asked.list_name, page.next_key)
+    cursor = None if page.next_key is None else encode_cursor(asked.list_name, page.next_key)
     return {"items": page.items, "next_cursor": cursor}
 
 
 def _limit(query: Mapping[str, str]) -> int:
     text = query.get("limit", "")
-    if text == "":
-        return DEFAULT_LIMIT
-    if not (text.isascii() and text.isdigit() and len(text) <= 4 and 1 <= int(text) <= MAX_PAGE):
+    limit = page_limit(text)
+    if limit is None:
         raise bad_query(
             "limit",
             f"limit must be a whole number from 1 to {MAX_PAGE}, not [{_shown(text)}]",
         )
-    return int(text)
+    return limit
 
 
-def _cursor_key(query: Mapping[str, str], list_name: str) -> Any:
+def _cursor_key(
+    query: Mapping[str, str], list_name: str, kind: type[int] | type[str]
+) -> int | str | None:
     text = query.get("cursor", "")
     if text == "":
         return None
-    if len(text) > _MAX_CURSOR or not text.isascii():
-        raise _bad_cursor()
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        decoded = json.loads(raw.decode("utf-8"))
-    except (binascii.Error, ValueError):  # UnicodeDecodeError and JSONDecodeError included
-        raise _bad_cursor() from None
-    if not (isinstance(decoded, list) and len(decoded) == 2 and decoded[0] == list_name):
-        raise _bad_cursor()
-    return decoded[1]
-
-
-def _encode(list_name: str, key: int | str) -> str:
-    raw = json.dumps([list_name, key], separators=(",", ":")).encode("utf-8")
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-
-
-def _bad_cursor() -> Problem:
-    return bad_query(
-        "cursor",
-        "cursor is not one this list gave out (take next_cursor from a page of the same "
-        "list, or leave it out to start from the newest)",
-    )
+    key = decode_cursor(text, list_name, kind)
+    if key is None:
+        raise bad_query(
+            "cursor",
+            "cursor is not one this list gave out (take next_cursor from a page of the same "
+            "list, or leave it out to start from the newest)",
+        )
+    return key
 
 
 def _shown(text: str) -> str:

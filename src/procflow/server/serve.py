@@ -23,6 +23,7 @@ import uvicorn
 from procflow.errors import ConfigError
 from procflow.runtime.engine import Engine
 from procflow.runtime.work.observe import Observer
+from procflow.runtime.work.run_logs import with_run_logs
 from procflow.server.app import create_app
 from procflow.server.state import ServerState
 
@@ -170,7 +171,8 @@ def _start_worker(
         except Exception:  # the HTTP face stays up; the error is the operator's to see
             log.exception("the in-process worker could not start")
             return
-        engine.loop.advancer.observer = observer
+        # Metrics, and the run logs.
+        engine.loop.advancer.observer = with_run_logs(observer, engine.lease_owner)
         beat = engine.heartbeat(stop)
         try:
             engine.work(until_idle=False, stop=stop)

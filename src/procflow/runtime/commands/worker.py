@@ -10,6 +10,7 @@ from types import FrameType
 
 from procflow.runtime.engine import Engine
 from procflow.runtime.work.observe import Observer
+from procflow.runtime.work.run_logs import with_run_logs
 
 log = logging.getLogger("procflow.worker")
 
@@ -35,7 +36,7 @@ def run_worker(
     observer: Observer | None = None,
 ) -> int:
     """Work with ``concurrency`` threads (each its own connection and worker id); ``observer``
-    (metrics) is told of every attempt of every thread."""
+    (metrics) is told of every attempt of every thread, and each is logged (``run_logs``)."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -58,9 +59,9 @@ def run_worker(
             )
             for i in range(concurrency)
         ]
-        if observer is not None:  # one process, one set of counters for all its loops
-            for e in engines:
-                e.loop.advancer.observer = observer
+        # One process, one set of counters (metrics) for all its loops; and the run logs.
+        for e in engines:
+            e.loop.advancer.observer = with_run_logs(observer, e.lease_owner)
         beats = [e.heartbeat(stop) for e in engines]
         tune_gc()
         for e in engines:

@@ -19,6 +19,7 @@ from procflow.model.source import Diagnostic
 from procflow.runtime.clock import iso
 from procflow.runtime.data.records import record_json
 from procflow.runtime.definitions.catalog import Catalog
+from procflow.runtime.operations.cursors import MAX_PAGE
 from procflow.runtime.operations.views import history_json, run_summary_json
 from procflow.runtime.waits.task_rows import Task, task_json
 from procflow.store.rows import OutboxRow, VersionRow
@@ -52,7 +53,6 @@ __all__ = [
     "version_row",
 ]
 
-MAX_PAGE = 500  # the most items one page holds
 
 Key = TypeVar("Key", int, str)
 Row = TypeVar("Row")

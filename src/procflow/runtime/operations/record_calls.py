@@ -22,7 +22,7 @@ from procflow.errors import NotFoundError, UsageError
 from procflow.model.ir import Application, Entity, Process
 from procflow.model.source import suggest
 from procflow.runtime.data.identity import checked_name
-from procflow.runtime.data.records import INT64_MAX, new_record, patch_record, record_json
+from procflow.runtime.data.records import new_record, patch_record, record_json
 from procflow.runtime.data.user_json import text_problem
 from procflow.runtime.operations.lifecycle import cancel_run, on_record_write
 from procflow.runtime.runs.host import RunHost
@@ -202,7 +202,7 @@ def _refuse_if_referenced(tx: Tx, app: Application, entity: str, id_: int) -> No
                 continue
             # Relations live inside each record's JSON: the referring records are read and
             # matched here (a delete of a referenced entity's record is a rare operator act).
-            for row in tx.records(other.name, limit=INT64_MAX):
+            for row in tx.records(other.name):
                 if row.data.get(rel.name) == id_ and (other.name, row.id) != (entity, id_):
                     raise UsageError(
                         f"[{entity}] record {id_} cannot be deleted: [{other.name}] record "

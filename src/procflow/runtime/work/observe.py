@@ -41,7 +41,9 @@ __all__ = [
     "AttemptCtx",
     "CountingObserver",
     "Observer",
+    "Observers",
     "StoreGauges",
+    "attempt_seconds",
     "observed_attempt",
     "outcome_of",
     "read_gauges",
@@ -76,6 +78,27 @@ class Observer:
 NO_OBSERVER = Observer()
 
 
+class Observers(Observer):
+    """Several observers told of the same attempts and batches, in order (logs and metrics)."""
+
+    def __init__(self, *observers: Observer) -> None:
+        self.observers = observers
+
+    def attempted(self, ctx: AttemptCtx, outcome: Any) -> None:
+        for observer in self.observers:
+            observer.attempted(ctx, outcome)
+
+    def committed(self, steps: Sequence[tuple[AttemptCtx, Transition]]) -> None:
+        for observer in self.observers:
+            observer.committed(steps)
+
+
+def attempt_seconds() -> float | None:
+    """How long the attempt ending now ran; None for a replay (its call was abandoned)."""
+    clock = deadlines.current()  # None, or unstarted, for a replay
+    return time.monotonic() - clock.started if clock is not None and clock.started else None
+
+
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -97,10 +120,8 @@ class CountingObserver(Observer, ABC):
     :meth:`count_attempt` and :meth:`count_finished` (which a metrics face implements)."""
 
     def attempted(self, ctx: AttemptCtx, outcome: Any) -> None:
-        clock = deadlines.current()  # None, or unstarted, for a replay: no duration
-        seconds = time.monotonic() - clock.started if clock is not None and clock.started else None
         step, kind = outcome_of(ctx, outcome)
-        self.count_attempt(ctx.run.name, step, kind, seconds)
+        self.count_attempt(ctx.run.name, step, kind, attempt_seconds())
 
     def committed(self, steps: Sequence[tuple[AttemptCtx, Transition]]) -> None:
         for _, tr in steps:
@@ -129,8 +150,8 @@ def outcome_of(ctx: AttemptCtx, outcome: Any) -> tuple[str, str]:
     for entry in outcome.history:
         if not step and entry.step:
             step = entry.step
-        if entry.type == "step.failed":
-            return step, "failed"
+        if entry.type == "step.failed":  # the step that failed, after any the attempt passed
+            return entry.step or step, "failed"
         if entry.type in _COMPLETED:
             kind = "completed"
         elif entry.type == "attempt.failed" and kind != "completed":

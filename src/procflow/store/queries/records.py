@@ -39,9 +39,11 @@ class RecordQueries(Queries):
             out.update((r[1], record_row(r)) for r in rows)
         return out
 
-    def records(self, entity: str, limit: int = 1000) -> list[RecordRow]:
+    def records(self, entity: str) -> list[RecordRow]:
+        """Every record of ``entity``, oldest first; the faces list them a page at a time
+        (:meth:`records_before`)."""
         rows = self.c.execute(
-            f"SELECT {_COLS} FROM records WHERE entity=? ORDER BY id LIMIT ?", (entity, limit)
+            f"SELECT {_COLS} FROM records WHERE entity=? ORDER BY id", (entity,)
         ).fetchall()
         return [record_row(r) for r in rows]
 

@@ -88,7 +88,9 @@ class RunQueries(Queries):
         row = self.c.execute(f"SELECT {RUN_COLS} FROM runs WHERE id=?", (run_id,)).fetchone()
         return None if row is None else run_row(row)
 
-    def runs(self, status: str | None, name: str | None, limit: int = 1000) -> list[RunRow]:
+    def runs(self, status: str | None, name: str | None) -> list[RunRow]:
+        """Every run (of one status and definition), oldest first: for tests and tools that
+        want them all; the faces list runs a page at a time (:meth:`run_summaries_before`)."""
         sql = f"SELECT {RUN_COLS} FROM runs WHERE 1=1"
         args: list[Any] = []
         if status:
@@ -97,8 +99,7 @@ class RunQueries(Queries):
         if name:
             sql += " AND name=?"
             args.append(name)
-        sql += " ORDER BY started_at, id LIMIT ?"
-        args.append(limit)
+        sql += " ORDER BY started_at, id"
         return [run_row(r) for r in self.c.execute(sql, args).fetchall()]
 
     def run_summaries_before(
