@@ -24,17 +24,17 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from procflow.errors import UsageError
-from procflow.runtime import engine as _runtime
-from procflow.runtime.data.identity import Actor
-from procflow.runtime.definitions.deploy import Deployed
-from procflow.runtime.operations import listing, retention
-from procflow.runtime.operations.cursors import (
+from procflow.cursors import (
     DEFAULT_PAGE,
     MAX_PAGE,
     decode_cursor,
     encode_cursor,
 )
+from procflow.errors import UsageError
+from procflow.runtime import engine as _runtime
+from procflow.runtime.data.identity import Actor
+from procflow.runtime.definitions.deploy import Deployed
+from procflow.runtime.operations import listing, retention
 
 __all__ = ["Actor", "Engine", "Events", "Page", "Records", "Runs", "Tasks"]
 

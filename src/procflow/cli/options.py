@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 import click
 
 from procflow.config import SETTINGS, parse_size
+from procflow.cursors import DEFAULT_PAGE, MAX_PAGE, decode_cursor, page_limit
 from procflow.errors import ConfigError
-from procflow.runtime.operations.cursors import DEFAULT_PAGE, MAX_PAGE, decode_cursor, page_limit
 from procflow.states import RunStatus
 
 F = TypeVar("F", bound=Callable[..., Any])

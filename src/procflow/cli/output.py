@@ -8,8 +8,8 @@ from typing import Any, NoReturn
 
 import click
 
+from procflow.cursors import encode_cursor
 from procflow.errors import UsageError
-from procflow.runtime.operations.cursors import encode_cursor
 from procflow.store.codec import MAX_JSON_DEPTH, too_deep_at
 
 EXIT_OK, EXIT_BAD, EXIT_USAGE, EXIT_ABORTED = 0, 1, 2, 3

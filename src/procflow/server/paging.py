@@ -1,6 +1,6 @@
 """``?limit=`` and ``?cursor=`` of every list route, and the ``{items, next_cursor}`` it answers.
 
-The cursor is the one every face shares (``procflow.runtime.operations.cursors``): it names the
+The cursor is the one every face shares (``procflow.cursors``): it names the
 list it belongs to and the key of the last item its page showed. The next page holds the items
 whose key sorts below it, newest first (``procflow.runtime.operations.listing``), so items added
 meanwhile never shift a page still to come. A cursor of another list, or one that does not decode,
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from procflow.runtime.operations.cursors import (
+from procflow.cursors import (
     DEFAULT_PAGE,
     MAX_PAGE,
     decode_cursor,

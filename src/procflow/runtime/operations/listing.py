@@ -14,12 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from procflow.cursors import MAX_PAGE
 from procflow.errors import NotFoundError, UsageError
 from procflow.model.source import Diagnostic
 from procflow.runtime.clock import iso
 from procflow.runtime.data.records import record_json
 from procflow.runtime.definitions.catalog import Catalog
-from procflow.runtime.operations.cursors import MAX_PAGE
 from procflow.runtime.operations.views import history_json, run_summary_json
 from procflow.runtime.waits.task_rows import Task, task_json
 from procflow.store.rows import OutboxRow, VersionRow
