@@ -32,7 +32,6 @@ from procflow.model.source import Diagnostic, Diagnostics, Pos
 if TYPE_CHECKING:
     from importlib import metadata
 
-    from procflow.model.connectors.manifest import Source
 
 ENTRY_POINT_GROUP = "procflow.connectors"
 BUILTIN_PACKAGE = "procflow.connectors.builtin"
@@ -86,6 +85,10 @@ class ConnectorRegistry:
         return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
     def _load(self, name: str, diags: Diagnostics) -> ConnectorManifest | None:
+        # Reading a manifest needs YAML: imported with the first one read, so that a run calling
+        # no connector (or a command that only reads runs) never imports it.
+        from procflow.model.connectors.manifest import load_manifest
+
         if name in self._project_dirs:
             folder = self._project_dirs[name]
             return load_manifest(
@@ -124,6 +127,8 @@ class ConnectorRegistry:
             if not diags.items:
                 diags.error(where, f"cannot find module [{ep.module}]")
             return None
+        from procflow.model.connectors.manifest import load_manifest
+
         folder = Path(spec.origin).parent
         manifest = folder / MANIFEST
         if not manifest.is_file():
@@ -137,27 +142,6 @@ class ConnectorRegistry:
             directory=str(folder),
             module=ep.module,
         )
-
-
-def load_manifest(
-    path: str,
-    source: Source,
-    diags: Diagnostics,
-    *,
-    text: str | None = None,
-    expected_name: str | None = None,
-    directory: str | None = None,
-    module: str | None = None,
-) -> ConnectorManifest | None:
-    """:func:`procflow.model.connectors.manifest.load_manifest`, imported with the first manifest
-    read: reading one needs YAML, and a run that calls no connector (or a command that only
-    reads runs) should not import it."""
-    from procflow.model.connectors import manifest
-
-    return manifest.load_manifest(
-        path, source, diags, text=text, expected_name=expected_name, directory=directory,
-        module=module,
-    )  # fmt: skip
 
 
 def builtin_manifest(name: str) -> ConnectorManifest | None:
@@ -181,6 +165,8 @@ def _builtin_names() -> frozenset[str]:
 
 @cache
 def _builtin(name: str) -> tuple[ConnectorManifest | None, tuple[Diagnostic, ...]]:
+    from procflow.model.connectors.manifest import load_manifest
+
     text = resources.files(BUILTIN_PACKAGE).joinpath(f"{name}.yaml").read_text(encoding="utf-8")
     diags = Diagnostics()
     manifest = load_manifest(
