@@ -70,6 +70,17 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+def import_compilers() -> None:
+    """Import now what compiling a file of either dialect imports on first use: for a process
+    about to compile many (a worker, which then freezes what is loaded out of the collector's
+    scans)."""
+    import procflow.model.connectors.manifest
+    import procflow.model.connectors.registry
+    import procflow.model.flow.compiler
+    import procflow.model.intent.compiler
+    import procflow.model.reading.yamlsrc  # noqa: F401
+
+
 def _compile(text: str, path: str, project_dir: str | None) -> Loaded:
     # Imported here: the compilers pull in the expression language and connector registry,
     # which `procflow --help` should not pay for.

@@ -166,7 +166,8 @@ class Advancer:
         """What a batch's attempts at ``now`` call: :meth:`attempt`, or while neither metrics
         nor traces are on, :meth:`plain_attempt` (chosen once a batch: two calls less per
         attempt, on the path every transition takes; a partial adds no Python frame)."""
-        if self.observer is NO_OBSERVER and not tracing_enabled():
+        observer = self.observer
+        if (observer is NO_OBSERVER or not observer.wants_attempts) and not tracing_enabled():
             return functools.partial(self.plain_attempt, now=now)
         return functools.partial(self.attempt, now=now)
 

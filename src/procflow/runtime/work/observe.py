@@ -66,7 +66,11 @@ class AttemptCtx(Protocol):
 
 class Observer:
     """Told of every attempt and every committed batch; this base is the no-op observer. An
-    attempt's outcome is its :class:`Transition`, or the ``advancing.Failed`` it raised."""
+    attempt's outcome is its :class:`Transition`, or the ``advancing.Failed`` it raised.
+    ``wants_attempts`` False: :meth:`attempted` would do nothing, and the advancer keeps the
+    path without it (the one every transition takes)."""
+
+    wants_attempts = True
 
     def attempted(self, ctx: AttemptCtx, outcome: Any) -> None:
         """An attempt of ``ctx`` ended with ``outcome``."""
@@ -83,6 +87,7 @@ class Observers(Observer):
 
     def __init__(self, *observers: Observer) -> None:
         self.observers = observers
+        self.wants_attempts = any(o.wants_attempts for o in observers)
 
     def attempted(self, ctx: AttemptCtx, outcome: Any) -> None:
         for observer in self.observers:

@@ -36,6 +36,7 @@ __all__ = ["RunLogObserver", "with_run_logs"]
 log = logging.getLogger("procflow.worker")
 
 _ENDINGS = {"run.failed": RunStatus.FAILED, "run.aborted": RunStatus.ABORTED}
+_ENDED_BADLY = frozenset(_ENDINGS.values())
 
 
 class RunLogObserver(Observer):
@@ -45,6 +46,8 @@ class RunLogObserver(Observer):
 
     def __init__(self, worker: str | None = None) -> None:
         self.worker = worker
+        # At INFO only failed runs are logged: the attempts need not pass through here at all.
+        self.wants_attempts = log.isEnabledFor(logging.DEBUG)
 
     def attempted(self, ctx: AttemptCtx, outcome: Any) -> None:
         if not log.isEnabledFor(logging.DEBUG):
@@ -65,6 +68,8 @@ class RunLogObserver(Observer):
         if not log.isEnabledFor(logging.INFO):
             return
         for _, tr in steps:
+            if tr.run.status not in _ENDED_BADLY:  # nearly every transition: one look
+                continue
             ending = next((h for h in tr.history if h.type in _ENDINGS), None)
             error = tr.run.error or {}
             if ending is None or error.get("type") == INCIDENT:
