@@ -28,12 +28,14 @@ from jsonschema import Draft202012Validator
 from procflow import schemas
 from procflow.errors import DurationError
 from procflow.expr import parse_duration
+from procflow.model.access import ACTIONS
 from procflow.model.connectors.registry import ConnectorRegistry
 from procflow.model.flow import compiler as flow
 from procflow.model.flow import core as flow_core
 from procflow.model.flow import ids as flow_ids
 from procflow.model.intent import compiler as intent
 from procflow.model.intent import data as intent_data
+from procflow.model.intent import permissions as intent_permissions
 from procflow.model.intent import proc as intent_proc
 from procflow.model.intent import process as intent_process
 from procflow.model.intent import seeds as intent_seeds
@@ -226,6 +228,12 @@ seeds:
 forms:
   - { name: F, forEntity: Thing, fields: note, actions: approve }
   - { name: G, forEntity: Thing, actions: [ok] }
+permissions:
+  - { role: Clerk, can: [Thing:read, Thing:write, Status:read] }
+  - role: tenant-admins
+    can:
+      - Thing:delete
+  - { role: realm:x, can: [] }
 """
 # Each is accepted by procflow (no error; warnings allowed) in a spelling a schema could get wrong.
 ACCEPTED = [
@@ -360,6 +368,12 @@ TYPOS = [
         "intent", typo(INTENT_OK, "type: string", "type: string, lenght: 5"), "lenght", id="field"
     ),
     pytest.param("intent", typo(INTENT_OK, "onCreate:", "oncreate:"), "oncreate", id="trigger"),
+    pytest.param(
+        "intent",
+        INTENT_OK + "permissions: [ { role: Clerk, cna: [Thing:read] } ]\n",
+        "cna",
+        id="permission",
+    ),
     pytest.param("flow", typo(FLOW_OK, "steps:", "step:"), "step", id="flow-top"),
     pytest.param("flow", typo(FLOW_OK, "retry:", "retyr:"), "retyr", id="flow-step"),
     pytest.param("flow", typo(FLOW_OK, "every: 1m", "evry: 1m"), "evry", id="flow-retry"),
@@ -406,6 +420,7 @@ INTENT_KEYS = [
     pytest.param(("relation",), intent_data.RELATION_KEYS, (), id="relation"),
     pytest.param(("seed",), intent_seeds.SEED_KEYS, (), id="seed"),
     pytest.param(("form",), intent_seeds.FORM_KEYS, (), id="form"),
+    pytest.param(("permission",), intent_permissions.PERMISSION_KEYS, (), id="permission"),
     pytest.param(("process",), intent_process.PROCESS_KEYS, (), id="process"),
     pytest.param(("process", "trigger"), intent_process.TRIGGER_KEYS, (), id="trigger"),
     pytest.param(("step",), intent_steps.STEP_KEYS, (), id="step"),
@@ -434,6 +449,10 @@ def test_intent_schema_names_are_the_compilers() -> None:
     assert enum("intent", "entity", "function") == list(intent_data.ENTITY_FUNCTIONS)
     assert enum("intent", "relation", "kind") == list(intent_data.RELATION_KINDS)
     assert set(schemas.schema("intent")["$defs"]) >= {f"{k}Args" for k in intent_proc.KINDS}
+    token = at("intent", "permission", "can")["items"]["pattern"]
+    assert token == "^[^\\s:]+:(" + "|".join(ACTIONS) + ")$"
+    role = at("intent", "permission", "role")["pattern"]
+    assert role == intent_permissions.ROLE_NAME.pattern
 
 
 FLOW_KEYS = [

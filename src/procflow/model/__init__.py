@@ -8,6 +8,7 @@ Its rooms, lowest first; a module imports only from its own room and those befor
   literal is of a schema type), shared with the runtime's checks of user data;
 - ``reading/``: safe YAML 1.2 into nodes that remember where they came from, typed accessors,
   bounded file reads;
+- ``access``: record permissions (a role, an entity, an action), part of the IR;
 - ``ir``: the intermediate representation both dialects compile into;
 - ``connectors/``: connector manifests and where they are found;
 - ``intent/``: the intent dialect's compiler;

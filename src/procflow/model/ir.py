@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
+from procflow.model.access import Permission as Permission
+from procflow.model.access import RecordAction as RecordAction
+from procflow.model.access import grants_index
 from procflow.model.source import Pos
 
 if TYPE_CHECKING:  # annotations only: reading the IR needs no expression parser
@@ -358,18 +361,34 @@ class Application:
     seeds: tuple[Seed, ...] = ()
     forms: tuple[Form, ...] = ()
     processes: tuple[Process, ...] = ()
+    permissions: tuple[Permission, ...] = ()  # ``write`` expanded into create, update, delete
     _entities: Mapping[str, Entity] = field(init=False, repr=False, compare=False)
     _forms: Mapping[str, Form] = field(init=False, repr=False, compare=False)
+    _grants: Mapping[tuple[str, RecordAction], frozenset[str]] = field(
+        init=False, repr=False, compare=False
+    )
+    _guarded: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_entities", by_name(self.entities))
         object.__setattr__(self, "_forms", by_name(self.forms))
+        object.__setattr__(self, "_grants", grants_index(self.permissions))
+        object.__setattr__(self, "_guarded", frozenset(p.entity for p in self.permissions))
 
     def entity(self, name: str) -> Entity | None:
         return self._entities.get(name)
 
     def form(self, name: str) -> Form | None:
         return self._forms.get(name)
+
+    def guarded_entities(self) -> frozenset[str]:
+        """The entities named in any permission (their records follow the permissions)."""
+        return self._guarded
+
+    def roles_for(self, entity: str, action: RecordAction) -> frozenset[str]:
+        """The roles a permission grants ``action`` on ``entity`` (empty for an entity named in
+        no permission: what applies to it then is the runtime's rule)."""
+        return self._grants.get((entity, action), frozenset())
 
 
 # --- connectors --------------------------------------------------------------------------------

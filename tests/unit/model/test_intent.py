@@ -63,7 +63,6 @@ SEEDS = "seeds:\n  - { name: s, entity: Status, rows: [ { id: 1, name: Open }, {
 # the keys of the wider Intent File Specification that docs/reference/intent.md lists as "not run"
 NOT_RUN_TOP = [
     "reports",
-    "permissions",
     "actions",
     "notifications",
     "schedules",
@@ -116,9 +115,9 @@ FILE = [
     ),
     case(
         "not-run-top-level-keys-warn",
-        "name: t\nreports: []\npermissions: {}\ntransitions: []\n",
+        "name: t\nreports: []\nactions: {}\ntransitions: []\n",
         "t.intent:2:1: warning: file: key [reports] is not run by procflow (ignored) (reports)",
-        "warning: file: key [permissions] is not run by procflow",
+        "warning: file: key [actions] is not run by procflow",
         "warning: file: key [transitions] is not run by procflow",
     ),
     case(

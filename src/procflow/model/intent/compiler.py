@@ -6,7 +6,8 @@ Every problem is reported into the diagnostics and compilation carries on, so on
 shows all of a file's problems. The work is split by topic: ``intent_data`` (entities),
 ``intent_seeds`` (seeds, forms), ``intent_process``/``intent_steps``/``intent_tasks``/
 ``intent_actions`` (processes), ``intent_expr`` (expressions against entity fields),
-``intent_graph`` (routing) and ``intent_delegate`` (Python code found without importing it).
+``intent_graph`` (routing), ``intent_delegate`` (Python code found without importing it) and
+``intent_permissions`` (who may read and write records).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from procflow.model.intent.data import (
     finish_relations,
 )
 from procflow.model.intent.delegate import DelegateResolver
+from procflow.model.intent.permissions import compile_permissions
 from procflow.model.intent.proc import Env
 from procflow.model.intent.process import compile_process
 from procflow.model.intent.seeds import compile_forms, compile_seeds
@@ -29,9 +31,11 @@ from procflow.model.source import Diagnostics, Pos
 
 __all__ = ["compile_intent"]
 
-TOP_KEYS = ("name", "description", "version", "entities", "seeds", "processes", "forms")
+TOP_KEYS = (
+    "name", "description", "version", "entities", "seeds", "processes", "forms", "permissions",
+)  # fmt: skip
 TOP_NOT_RUN = (
-    "reports", "permissions", "actions", "notifications", "schedules", "integrations", "uses",
+    "reports", "actions", "notifications", "schedules", "integrations", "uses",
     "widgets", "prints", "generates", "rollups", "inbound", "transitions",
 )  # fmt: skip
 FILE = "file"  # the context of top-level messages
@@ -68,6 +72,9 @@ def compile_intent(
     forms = compile_forms(reader.seq(root.get("forms"), FILE, "forms"), catalog)
     env = Env(reader, catalog, {f.name: f for f in forms}, DelegateResolver(project_dir))
     processes = _processes(root, env)
+    permissions = compile_permissions(
+        reader.seq(root.get("permissions"), FILE, "permissions"), catalog
+    )
     if not name:
         return None
     entities = tuple(catalog.entities[c.entity.name] for c in compiled)
@@ -82,6 +89,7 @@ def compile_intent(
         tuple(seeds),
         tuple(forms),
         tuple(processes),
+        permissions,
     )
 
 

@@ -262,50 +262,88 @@ def _scalar_text(value: Scalar) -> str:
     return str(value)
 
 
+@dataclass(slots=True)
+class Reading:
+    """One parser's reading of a text: the tree (``None`` when the text is not YAML or empty),
+    every problem found on the way (a syntax error last), and whether the syntax error was
+    libyaml refusing a ``:`` that YAML 1.2 allows."""
+
+    root: YNode | None
+    diags: Diagnostics
+    flow_colon: bool = False
+
+
+_FLOW_COLON = "found unexpected ':'"  # libyaml's words for the 1.1 rule (see load_yaml)
+_READER_REASONS = {"special characters are not allowed": "control characters are not allowed"}
+"""The pure parser's words for a character YAML refuses → libyaml's, so a file says the same
+whichever parser read it."""
+
+
 def load_yaml(text: str, file: str, diags: Diagnostics) -> YNode | None:
     """Parse ``text`` into a node tree, reporting every structural problem into ``diags``.
 
     Returns ``None`` when the text is not YAML at all (the syntax error is reported).
     """
+    reading = read_yaml(text, file, pure=False)
+    if reading.flow_colon:
+        # libyaml keeps a YAML 1.1 rule: a ':' inside a plain scalar of a flow collection
+        # (``can: [Member:read]``, as Eclipse Dirigible writes permissions) is refused, where YAML
+        # 1.2 reads it as part of the scalar. Only such files are read again, by ruamel's
+        # pure-Python parser, which follows 1.2; every other file keeps libyaml's speed.
+        reading = read_yaml(text, file, pure=True)
+    diags.extend(reading.diags.items)
+    return reading.root
+
+
+def read_yaml(text: str, file: str, *, pure: bool) -> Reading:
+    """Read ``text`` with libyaml (``pure=False``) or ruamel's pure-Python parser. Both yield
+    the same events with the same marks, and one builder applies every rule to them."""
     # typ="safe" with pure=False parses through libyaml (ruamel.yaml.clib): 15x faster than the
-    # pure-Python round-trip parser. We only take its events; scalar resolution is ours (1.2 core).
-    parser = YAML(typ="safe", pure=False)
+    # pure-Python parser. We only take its events; scalar resolution is ours (1.2 core).
+    parser = YAML(typ="safe", pure=pure)
+    diags = Diagnostics()
+    try:
+        root = _document(iter(parser.parse(text)), file, diags)
+    except YAMLError as exc:
+        pos, problem = _syntax_error(exc, text, file)
+        diags.error(pos, f"YAML syntax error: {problem}")
+        return Reading(None, diags, flow_colon=not pure and problem == _FLOW_COLON)
+    if root is None:
+        diags.error(Pos(file, 1, 1, ""), "the file is empty; a definition needs at least a name")
+    return Reading(root, diags)
+
+
+def _document(it: Iterator[ev.Event], file: str, diags: Diagnostics) -> YNode | None:
+    """The first document's tree; a second document is reported."""
     root: YNode | None = None
     documents = 0
-    try:
-        it = iter(parser.parse(text))
-        for event in it:
-            if isinstance(event, ev.DocumentStartEvent):
-                documents += 1
-                if documents == 2:
-                    diags.error(
-                        Pos(file, event.start_mark.line + 1, event.start_mark.column + 1, ""),
-                        "a definition file holds one YAML document; split this into its own file",
-                    )
-            elif isinstance(
-                event, (ev.ScalarEvent, ev.SequenceStartEvent, ev.MappingStartEvent, ev.AliasEvent)
-            ):
-                node = _Builder(file, diags).node(event, it, "")
-                if documents <= 1:
-                    root = node
-    except MarkedYAMLError as exc:
+    for event in it:
+        if isinstance(event, ev.DocumentStartEvent):
+            documents += 1
+            if documents == 2:
+                diags.error(
+                    Pos(file, event.start_mark.line + 1, event.start_mark.column + 1, ""),
+                    "a definition file holds one YAML document; split this into its own file",
+                )
+        elif isinstance(
+            event, (ev.ScalarEvent, ev.SequenceStartEvent, ev.MappingStartEvent, ev.AliasEvent)
+        ):
+            node = _Builder(file, diags).node(event, it, "")
+            if documents <= 1:
+                root = node
+    return root
+
+
+def _syntax_error(exc: YAMLError, text: str, file: str) -> tuple[Pos, str]:
+    """Where the parser gave up, and why."""
+    if isinstance(exc, MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        problem = exc.problem or exc.context or "invalid YAML"
-        diags.error(Pos(file, line, col, ""), f"YAML syntax error: {problem}")
-        return None
-    except ReaderError as exc:  # a character YAML does not allow (a control character)
+        return Pos(file, line, col, ""), exc.problem or exc.context or "invalid YAML"
+    if isinstance(exc, ReaderError):  # a character YAML does not allow (a control character)
         before = text[: exc.position] if isinstance(exc.position, int) else ""
         line, col = before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1
         shown = f"#x{exc.character:04x}" if isinstance(exc.character, int) else "a character"
-        diags.error(
-            Pos(file, line, col, ""),
-            f"YAML syntax error: unacceptable character {shown}: {exc.reason}",
-        )
-        return None
-    except YAMLError as exc:
-        diags.error(Pos(file, 1, 1, ""), f"YAML syntax error: {exc}")
-        return None
-    if root is None:
-        diags.error(Pos(file, 1, 1, ""), "the file is empty; a definition needs at least a name")
-    return root
+        reason = _READER_REASONS.get(exc.reason, exc.reason)
+        return Pos(file, line, col, ""), f"unacceptable character {shown}: {reason}"
+    return Pos(file, 1, 1, ""), str(exc)
