@@ -13,7 +13,11 @@ engine.tasks.complete(task["id"], "approve", {"note": "ok"}, user="alice")
 ```
 
 It wraps the runtime's engine and exposes only what users call; the CLI and the HTTP face call
-the same runtime calls, so no face can do what another cannot.
+the same runtime calls, so no face can do what another cannot. Every call that changes something,
+and every record read, takes ``user=``: a name, with exactly the roles the token table gives it,
+or an :class:`~procflow.runtime.data.identity.Actor`; without it the program acts as an
+administrator. The role table refuses what the user's roles do not allow
+(:class:`~procflow.errors.NotPermittedError`), and nothing changes.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from procflow.errors import UsageError
 from procflow.runtime import engine as _runtime
 from procflow.runtime.data.identity import Actor
 from procflow.runtime.definitions.deploy import Deployed
-from procflow.runtime.operations import listing, retention
+from procflow.runtime.operations import listing
 
 __all__ = ["Actor", "Engine", "Events", "Page", "Records", "Runs", "Tasks"]
 
@@ -49,6 +53,11 @@ class Page:
 
     items: list[dict[str, Any]]
     next_cursor: str | None
+
+
+User = Actor | str | None
+"""Who makes a call: a user name (its roles from the token table), an Actor, or None (an
+administrator)."""
 
 
 def _key(cursor: str | None, list_name: str, kind: type[Key]) -> Key | None:
@@ -86,29 +95,34 @@ class Records:
     def __init__(self, engine: _runtime.Engine) -> None:
         self._e = engine
 
-    def create(
-        self, entity: str, data: Mapping[str, Any], *, user: str | None = None
-    ) -> dict[str, Any]:
+    def create(self, entity: str, data: Mapping[str, Any], *, user: User = None) -> dict[str, Any]:
+        """``user``, when given, owns the record (its ``owner``)."""
         return self._e.create_record(entity, data, user=user)
 
-    def update(self, entity: str, id_: int, patch: Mapping[str, Any]) -> dict[str, Any]:
-        return self._e.update_record(entity, id_, patch)
+    def update(
+        self, entity: str, id_: int, patch: Mapping[str, Any], *, user: User = None
+    ) -> dict[str, Any]:
+        return self._e.update_record(entity, id_, patch, user=user)
 
-    def delete(self, entity: str, id_: int, *, user: str | None = None) -> None:
+    def delete(self, entity: str, id_: int, *, user: User = None) -> None:
         """``user``: who deletes it, the ``by`` of the runs the delete cancels."""
         self._e.delete_record(entity, id_, user=user)
 
-    def get(self, entity: str, id_: int) -> dict[str, Any]:
-        return self._e.get_record(entity, id_)
+    def get(self, entity: str, id_: int, *, user: User = None) -> dict[str, Any]:
+        return self._e.get_record(entity, id_, user=user)
 
-    def page(self, entity: str, *, limit: int = DEFAULT_PAGE, cursor: str | None = None) -> Page:
+    def page(
+        self, entity: str, *, limit: int = DEFAULT_PAGE, cursor: str | None = None,
+        user: User = None,
+    ) -> Page:  # fmt: skip
         """A page of ``entity``'s records, newest first (``limit``: 1 to 500)."""
         before = _key(cursor, "records", int)
-        return _page("records", self._e.records_page(entity, limit=limit, before=before))
+        page = self._e.records_page(entity, limit=limit, before=before, user=user)
+        return _page("records", page)
 
-    def list(self, entity: str) -> list[dict[str, Any]]:
+    def list(self, entity: str, *, user: User = None) -> list[dict[str, Any]]:
         """Every record of ``entity``, newest first (read a page at a time)."""
-        return list(_every(lambda c: self.page(entity, limit=MAX_PAGE, cursor=c)))
+        return list(_every(lambda c: self.page(entity, limit=MAX_PAGE, cursor=c, user=user)))
 
 
 class Runs:
@@ -118,14 +132,14 @@ class Runs:
         self._e = engine
 
     def start(
-        self, name: str, inputs: Mapping[str, Any] | None = None, *, user: str | None = None
+        self, name: str, inputs: Mapping[str, Any] | None = None, *, user: User = None
     ) -> str:
         """Start a run of the deployed flow ``name``; returns its id. ``user`` (here, and on
         cancel and retry): who asked, recorded as the history entry's ``by``."""
         return self._e.start_flow(name, inputs or {}, user=user)
 
     def start_for_record(
-        self, name: str, entity: str, id_: int, *, again: bool = False, user: str | None = None
+        self, name: str, entity: str, id_: int, *, again: bool = False, user: User = None
     ) -> str:
         """Start a run of the intent process ``name`` for a record; returns its id. A triggered
         process runs once per record: a second start needs ``again``."""
@@ -150,20 +164,20 @@ class Runs:
     def show(self, run_id: str, history: int | None = None) -> dict[str, Any]:
         return self._e.show(run_id, history)
 
-    def cancel(self, run_id: str, *, user: str | None = None) -> None:
+    def cancel(self, run_id: str, *, user: User = None) -> None:
         self._e.cancel(run_id, user=user)
 
-    def retry(self, run_id: str, *, user: str | None = None) -> None:
+    def retry(self, run_id: str, *, user: User = None) -> None:
         self._e.retry(run_id, user=user)
 
     def purge(
-        self, *, ended_before: str | datetime | timedelta, dry_run: bool = False
+        self, *, ended_before: str | datetime | timedelta, dry_run: bool = False, user: User = None
     ) -> dict[str, Any]:
         """Delete the runs completed, cancelled or aborted before ``ended_before`` (a timestamp,
         a duration counted back from the store's clock, a datetime or a timedelta) with all
         their rows; ``dry_run``: only count them. Returns ``{purged, dry_run, ended_before,
         rows}`` (``procflow runs purge --json``). Waiting, running and failed runs stay."""
-        return retention.purge(self._e.store, ended_before, dry_run=dry_run).to_json()
+        return self._e.purge(ended_before, dry_run=dry_run, user=user)
 
 
 class Tasks:
@@ -205,7 +219,7 @@ class Events:
         self._e = engine
 
     def send(
-        self, type_: str, data: Any = None, id_: str | None = None, *, user: str | None = None
+        self, type_: str, data: Any = None, id_: str | None = None, *, user: User = None
     ) -> dict[str, Any]:
         """Deliver it to every matching waiting run and start the flows it triggers; returns
         the delivery report ``{event_id, duplicate, resumed, started}``. ``user``: who sent it,
@@ -234,13 +248,13 @@ class Engine:
         self.tasks = Tasks(runtime)
         self.events = Events(runtime)
 
-    def deploy(self, path: str) -> list[Deployed]:
+    def deploy(self, path: str, *, user: User = None) -> list[Deployed]:
         """Validate a definition file completely, then store its new versions."""
-        return self._e.deploy(path)
+        return self._e.deploy(path, user=user)
 
-    def enable(self, name: str, enabled: bool = True) -> None:
+    def enable(self, name: str, enabled: bool = True, *, user: User = None) -> None:
         """Enable (or disable) a definition: a disabled one starts no new runs."""
-        self._e.set_enabled(name, enabled)
+        self._e.set_enabled(name, enabled, user=user)
 
     def work(self, until_idle: bool = True) -> int:
         """Run what is due; returns the number of steps committed."""

@@ -27,6 +27,7 @@ request is unusable (every ``UsageError``).
         TaskError             completing a task: task_id, run_id, step, field
           TaskNotOpenError      closed, or its run ended (also a StateConflictError: 409)
         ForbiddenError        the caller may not do this (another's task, HTTP 403): user, task_id
+      NotPermittedError     the caller's roles do not allow this (HTTP 403, exit 1): user, roles
       StepFailure           a step attempt failed
       NonRetryableError     skip the remaining retry attempts
       ContractError         a delegate broke its step's contract: run_id, step, var
@@ -325,6 +326,20 @@ class ForbiddenError(UsageError):
         self.task_id = task_id
         self.run_id = run_id
         self.step = step
+
+
+class NotPermittedError(ProcflowError):
+    """The caller's roles do not allow this action (the role table, or an intent file's record
+    permissions): HTTP 403, CLI exit 1. ``roles`` are the roles that would allow it (one
+    suffices); ``entity`` names the records' entity for a record action."""
+
+    def __init__(
+        self, message: str, *, user: str, roles: tuple[str, ...], entity: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.user = user
+        self.roles = roles
+        self.entity = entity
 
 
 # --- runs and steps --------------------------------------------------------------------------

@@ -75,7 +75,15 @@ steps:
 
 TOKENS = ";".join(
     f"{user}-token-{'t' * 24}={user}:{roles}"
-    for user, roles in {"alice": "manager", "bob": "cfo,sales", "root": "admin"}.items()
+    for user, roles in {
+        "alice": "manager",
+        "bob": "cfo,sales",
+        "root": "admin",
+        # who writes and starts (the role table: records and runs need an operator, `run` a
+        # deployer); none of them holds a task's role
+        **dict.fromkeys(("dana", "erin", "frank", "gina", "hank", "ivy", "kim"), "operator"),
+        **dict.fromkeys(("lou", "judy"), "deployer"),
+    }.items()
 )
 TABLES = ("tasks", "records", "runs", "tokens", "timers", "waits", "history")
 
@@ -146,7 +154,7 @@ def test_a_role_task_completes_as_a_member_and_refuses_anyone_else(cli: Cli) -> 
 
 
 def test_a_personal_task_completes_as_its_user(cli: Cli) -> None:
-    _, run_id = cli.claim("--as", "dana")  # dana owns the claim; no token names her
+    _, run_id = cli.claim("--as", "dana")  # dana owns the claim; an operator, not a manager
     cli("tasks", "complete", str(cli.open_task(run_id)["id"]), "--action", "approve")
     cli("worker", "--until-idle")
     confirm = cli.open_task(run_id)
@@ -182,7 +190,8 @@ def test_a_bad_token_table_is_one_line_naming_the_entry_never_the_token(cli: Cli
     cli.env["PROCFLOW_API_TOKENS"] = f"{TOKENS};tiny-secret=eve:manager"
     line = cli.refused("tasks", "complete", task, "--action", "approve", "--as", "alice")
     assert line.startswith(
-        "error: PROCFLOW_API_TOKENS, entry 4: the token is shorter than 24 characters"
+        f"error: PROCFLOW_API_TOKENS, entry {TOKENS.count(';') + 2}: the token is shorter than "
+        "24 characters"
     )
     assert "tiny-secret" not in line and "t" * 24 not in line
     cli("tasks", "complete", task, "--action", "approve")  # no --as: the table is not needed

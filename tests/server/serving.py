@@ -19,11 +19,11 @@ from typing import IO
 
 from starlette.testclient import TestClient
 
-# A token table: one administrator, one member of the role `ops`, one user with no role.
+# A token table: one administrator, one operator (also of the role `ops`), one user with no role.
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 OPS_TOKEN = "ops-token-0123456789abcdefgh"
 PLAIN_TOKEN = "plain-token-0123456789abcdef"
-TOKENS = f"{ADMIN_TOKEN}=ada:admin;{OPS_TOKEN}=olga:ops;{PLAIN_TOKEN}=pat:"
+TOKENS = f"{ADMIN_TOKEN}=ada:admin;{OPS_TOKEN}=olga:ops,operator;{PLAIN_TOKEN}=pat:"
 
 STARTUP_SECONDS = 60.0  # the longest a server may take to print its serving line
 STOP_SECONDS = 60.0  # the longest a stopping server may take to exit (a bound, not a target)

@@ -382,7 +382,7 @@ def test_unreadable_bodies_are_400_and_change_nothing(server: Server, project: P
 def test_events_need_a_bearer_token_when_tokens_are_configured_and_record_the_caller(
     db_url: str, db_env: dict[str, str], project: Path
 ) -> None:
-    with serve(db_url, db_env, project, PROCFLOW_API_TOKENS=f"{TOKEN}=ann:ops",
+    with serve(db_url, db_env, project, PROCFLOW_API_TOKENS=f"{TOKEN}=ann:operator",
                         **SECRETS) as server:  # fmt: skip
         run_id = waiting_for_payment(server, project, 7)
         event = {"type": "crm.paid", "data": GOOD_DATA, "id": "t-1"}

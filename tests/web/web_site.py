@@ -27,7 +27,7 @@ REMINDERS = EXAMPLES / "reminders" / "reminders.flow.yaml"
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 OPS_TOKEN = "ops-token-0123456789abcdefgh"
 MANAGER_TOKEN = "manager-token-0123456789abcd"
-TOKENS = f"{ADMIN_TOKEN}=ada:admin;{OPS_TOKEN}=olga:ops;{MANAGER_TOKEN}=max:manager"
+TOKENS = f"{ADMIN_TOKEN}=ada:admin;{OPS_TOKEN}=olga:ops,operator;{MANAGER_TOKEN}=max:manager"
 
 BREAKER = """\
 flow: breaker

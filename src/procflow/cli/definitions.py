@@ -10,6 +10,7 @@ import click
 
 from procflow.cli import _engine
 from procflow.cli.options import (
+    as_option,
     db_option,
     json_option,
     max_file_size_option,
@@ -84,18 +85,24 @@ def validate(paths: tuple[str, ...], as_json: bool, max_file_size: int) -> None:
 
 @click.command("deploy")
 @click.argument("paths", nargs=-1, required=True)
+@as_option("NAME needs the role deployer.")
 @db_option
 @project_option
 @json_option
 @max_file_size_option
 def deploy(
-    paths: tuple[str, ...], db_url: str, project_dir: str | None, as_json: bool, max_file_size: int
+    paths: tuple[str, ...],
+    user: str | None,
+    db_url: str,
+    project_dir: str | None,
+    as_json: bool,
+    max_file_size: int,
 ) -> None:
     """Validate files and store new versions of their definitions."""
     deployed: list[dict[str, Any]] = []
     with _engine.engine_at(db_url, project_dir, max_file_size=max_file_size) as engine:
         for path in paths:
-            done = [_engine.deployed_json(d) for d in engine.deploy(path)]
+            done = [_engine.deployed_json(d) for d in engine.deploy(path, user=user)]
             deployed += done
             if not as_json:  # as each file is deployed: a later file's error leaves these done
                 for d in done:
@@ -159,25 +166,27 @@ def _definition_line(r: dict[str, Any]) -> str:
 
 @definitions.command("disable")
 @click.argument("name")
+@as_option("NAME needs the role deployer.")
 @db_option
 @json_option
-def definitions_disable(name: str, db_url: str, as_json: bool) -> None:
+def definitions_disable(name: str, user: str | None, db_url: str, as_json: bool) -> None:
     """Start no new runs of NAME; its running ones continue."""
-    _set_enabled(name, False, db_url, as_json)
+    _set_enabled(name, False, user, db_url, as_json)
 
 
 @definitions.command("enable")
 @click.argument("name")
+@as_option("NAME needs the role deployer.")
 @db_option
 @json_option
-def definitions_enable(name: str, db_url: str, as_json: bool) -> None:
+def definitions_enable(name: str, user: str | None, db_url: str, as_json: bool) -> None:
     """Start new runs of NAME again."""
-    _set_enabled(name, True, db_url, as_json)
+    _set_enabled(name, True, user, db_url, as_json)
 
 
-def _set_enabled(name: str, enabled: bool, db_url: str, as_json: bool) -> None:
+def _set_enabled(name: str, enabled: bool, user: str | None, db_url: str, as_json: bool) -> None:
     with _engine.engine_at(db_url) as engine:
-        engine.set_enabled(name, enabled)
+        engine.set_enabled(name, enabled, user=user)
     if as_json:
         echo_json({"name": name, "enabled": enabled})
     elif enabled:

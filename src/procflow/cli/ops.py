@@ -16,7 +16,7 @@ import click
 
 from procflow.cli import _engine
 from procflow.cli.logs import configure_logs, log_format_option
-from procflow.cli.options import db_option, json_option
+from procflow.cli.options import as_option, db_option, json_option
 from procflow.cli.output import echo_json
 from procflow.errors import MissingExtraError
 
@@ -124,15 +124,14 @@ def _serve_metrics(db_url: str, host: str, port: int, stops: list[Callable[[], N
     "duration counted back from the store's clock (30d, PT12H).",
 )
 @click.option("--dry-run", is_flag=True, help="Count the runs; delete nothing.")
+@as_option("NAME needs the role deployer.")
 @db_option
 @json_option
-def purge(ended_before: str, dry_run: bool, db_url: str, as_json: bool) -> None:
+def purge(ended_before: str, dry_run: bool, user: str | None, db_url: str, as_json: bool) -> None:
     """Delete the runs completed, cancelled or aborted before a cut-off, with their history,
     tokens, scopes, deliveries, tasks and messages. Waiting, running and failed runs stay."""
-    from procflow.runtime.operations.retention import purge as purge_runs
-
     with _engine.engine_at(db_url) as engine:
-        report = purge_runs(engine.store, ended_before, dry_run=dry_run).to_json()
+        report = engine.purge(ended_before, dry_run=dry_run, user=user)
     if as_json:
         echo_json(report)
         return

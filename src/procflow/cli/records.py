@@ -39,7 +39,7 @@ def records_create(
 @click.argument("entity")
 @click.argument("id_text", metavar="ID")
 @click.option("--data", required=True, help="The fields to change, as JSON.")
-@as_option("No other effect: a record keeps who created it, not who changed it.")
+@as_option("A record keeps who created it, not who changed it.")
 @db_option
 @project_option
 @json_option
@@ -53,10 +53,9 @@ def records_update(
     as_json: bool,
 ) -> None:
     """Change fields of the record ENTITY ID."""
-    del user  # accepted like on every write; a record write has no permission rule
     record_id = whole_number(id_text, "record")
     with _engine.engine_at(db_url, project_dir) as engine:
-        record = engine.update_record(entity, record_id, json_arg(data, "--data"))
+        record = engine.update_record(entity, record_id, json_arg(data, "--data"), user=user)
     echo_json(record) if as_json else click.echo(f"updated {entity} {one_line(record)}")
 
 
@@ -83,25 +82,29 @@ def records_delete(
 @records.command("get")
 @click.argument("entity")
 @click.argument("id_text", metavar="ID")
+@as_option("NAME must be allowed to read ENTITY's records.")
 @db_option
 @json_option
-def records_get(entity: str, id_text: str, db_url: str, as_json: bool) -> None:
+def records_get(entity: str, id_text: str, user: str | None, db_url: str, as_json: bool) -> None:
     """The record ENTITY ID."""
     record_id = whole_number(id_text, "record")
     with _engine.engine_at(db_url) as engine:
-        record = engine.get_record(entity, record_id)
+        record = engine.get_record(entity, record_id, user=user)
     echo_json(record) if as_json else click.echo(one_line(record))
 
 
 @records.command("list")
 @click.argument("entity")
 @page_options("records", int)
+@as_option("NAME must be allowed to read ENTITY's records.")
 @db_option
 @json_option
-def records_list(entity: str, limit: int, before: int | None, db_url: str, as_json: bool) -> None:
+def records_list(
+    entity: str, limit: int, before: int | None, user: str | None, db_url: str, as_json: bool
+) -> None:
     """ENTITY's records, newest first, a page at a time."""
     with _engine.engine_at(db_url) as engine:
-        page = engine.records_page(entity, limit=limit, before=before)
+        page = engine.records_page(entity, limit=limit, before=before, user=user)
     echo_page(page.items, more_line("records", page.next_key), as_json, one_line)
 
 
@@ -119,7 +122,10 @@ def events() -> None:
 @click.option("--id", "event_id", help="The event id (a repeated id is acknowledged, ignored).")
 @click.option("--envelope", help="A whole event: {type, data, id} or a CloudEvents JSON object.")
 @click.option("--slack-payload", help="A Slack interactivity payload → a slack.approval event.")
-@as_option("NAME is the `by` of the event.received entries of the runs it resumes.")
+@as_option(
+    "NAME needs the role operator, and is the `by` of the event.received entries of the runs "
+    "it resumes."
+)
 @db_option
 @project_option
 @json_option

@@ -39,7 +39,10 @@ from procflow.states import RunStatus
 @with_inputs
 @click.option("--process", "process_name", help="Which process (default: the only triggered one).")
 @click.option("--wait", is_flag=True, help="Keep working until the run ends.")
-@as_option("Intent: NAME owns the trigger record; flow: NAME is the run's `by`.")
+@as_option(
+    "NAME deploys (role deployer); intent: NAME owns the trigger record; flow: NAME is the "
+    "run's `by`."
+)
 @db_option
 @project_option
 @json_option
@@ -94,7 +97,7 @@ def run(
     help="Start a triggered process for a record it already ran for (at most once otherwise).",
 )  # fmt: skip
 @with_inputs
-@as_option("NAME is the run's `by` (on run.started).")
+@as_option("NAME needs the role operator, and is the run's `by` (on run.started).")
 @db_option
 @project_option
 @json_option
@@ -211,7 +214,7 @@ def _printable(text: str) -> str:
 
 @runs.command("cancel")
 @click.argument("run_id")
-@as_option("NAME is the `by` of run.cancelled.")
+@as_option("NAME needs the role operator, and is the `by` of run.cancelled.")
 @db_option
 @json_option
 def runs_cancel(run_id: str, user: str | None, db_url: str, as_json: bool) -> None:
@@ -224,7 +227,7 @@ def runs_cancel(run_id: str, user: str | None, db_url: str, as_json: bool) -> No
 
 @runs.command("retry")
 @click.argument("run_id")
-@as_option("NAME is the `by` of run.retried.")
+@as_option("NAME needs the role operator, and is the `by` of run.retried.")
 @db_option
 @json_option
 def runs_retry(run_id: str, user: str | None, db_url: str, as_json: bool) -> None:

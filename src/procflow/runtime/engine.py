@@ -19,7 +19,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Self
@@ -35,6 +35,7 @@ from procflow.errors import (
 )
 from procflow.expr import parse_duration
 from procflow.runtime.clock import LATEST, VIRTUAL_EPOCH, from_iso, micros, store_now
+from procflow.runtime.data.access import Action, authorize
 from procflow.runtime.data.identity import ADMINISTRATOR, Actor, TokenTable, checked_name
 from procflow.runtime.data.secrets import Masker, VarCipher, load_cipher
 from procflow.runtime.definitions.catalog import Catalog
@@ -42,7 +43,8 @@ from procflow.runtime.operations import listing
 from procflow.runtime.operations.conflicts import retry_on_conflict
 from procflow.runtime.operations.grouping import TxGroup
 from procflow.runtime.operations.listing import Page
-from procflow.runtime.operations.views import declared_vars, run_json, waiting_for
+from procflow.runtime.operations.listing_calls import ListingCalls
+from procflow.runtime.operations.views import declared_vars, run_json
 from procflow.runtime.waits.task_rows import list_tasks
 from procflow.runtime.work.lease import Lease
 from procflow.store.rows import RunRow
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
     from procflow.runtime.definitions.deploy import Deployed
     from procflow.runtime.interpret.intent import RunCtx
     from procflow.runtime.operations.record_calls import RecordCalls
+    from procflow.runtime.operations.retention import Cutoff
     from procflow.runtime.transition import Transition
     from procflow.runtime.work.commit import Committer
     from procflow.runtime.work.loop import WorkLoop
@@ -61,7 +64,7 @@ if TYPE_CHECKING:
 __all__ = ["VIRTUAL_EPOCH", "Engine", "from_iso"]
 
 
-class Engine:
+class Engine(ListingCalls):
     """One engine per thread. ``Engine("sqlite:///app.db")``; tests: ``Engine.virtual(path)``."""
 
     def __init__(
@@ -213,17 +216,21 @@ class Engine:
 
     # --- definitions ------------------------------------------------------------------------
 
-    def deploy(self, path: str) -> list[Deployed]:
+    def deploy(self, path: str, *, user: Actor | str | None = None) -> list[Deployed]:
+        """Validate and store the files at ``path``. ``user`` (here and on every call that
+        changes something): who asks, refused unless the role table allows it (:meth:`acting`)."""
         from procflow.runtime.definitions.deploy import deploy_path
 
+        self.acting(user, Action.DEPLOY)
         return deploy_path(self.catalog, path, self.now(), self.max_file_size)
 
     def latest_flow(self, name: str) -> Flow | None:
         """The latest deployed version of flow ``name``; None when ``name`` is not a flow."""
         return self.catalog.latest_flow(name)
 
-    def set_enabled(self, name: str, enabled: bool) -> None:
+    def set_enabled(self, name: str, enabled: bool, *, user: Actor | str | None = None) -> None:
         """A disabled definition starts no new runs; running ones continue."""
+        self.acting(user, Action.ENABLE)
         with self.store.tx() as tx:
             if not tx.set_enabled(name, enabled):
                 raise NotFoundError.definition(name)
@@ -232,47 +239,60 @@ class Engine:
 
     @retry_on_conflict
     def create_record(
-        self, entity: str, data: Mapping[str, Any], *, user: str | None = None
+        self, entity: str, data: Mapping[str, Any], *, user: Actor | str | None = None
     ) -> dict[str, Any]:
-        return self.record_calls.create(entity, data, user=user)
+        """Record calls follow the application's ``permissions:`` (``record_access``)."""
+        return self.record_calls.create(entity, data, self.actor(user), named=user is not None)
 
     @retry_on_conflict
-    def update_record(self, entity: str, id_: int, patch: Mapping[str, Any]) -> dict[str, Any]:
-        return self.record_calls.update(entity, id_, patch)
+    def update_record(
+        self, entity: str, id_: int, patch: Mapping[str, Any], *, user: Actor | str | None = None
+    ) -> dict[str, Any]:
+        return self.record_calls.update(entity, id_, patch, self.actor(user))
 
     @retry_on_conflict
-    def delete_record(self, entity: str, id_: int, *, user: str | None = None) -> None:
-        """``user``: who deletes it, recorded on the runs the delete cancels."""
-        self.record_calls.delete(entity, id_, user=user)
+    def delete_record(self, entity: str, id_: int, *, user: Actor | str | None = None) -> None:
+        """``user``, when named: recorded on the runs the delete cancels."""
+        self.record_calls.delete(entity, id_, self.actor(user), named=user is not None)
 
-    def get_record(self, entity: str, id_: int) -> dict[str, Any]:
-        return self.record_calls.get(entity, id_)
+    def get_record(
+        self, entity: str, id_: int, *, user: Actor | str | None = None
+    ) -> dict[str, Any]:
+        return self.record_calls.get(entity, id_, self.actor(user))
 
-    def list_records(self, entity: str) -> list[dict[str, Any]]:
+    def list_records(self, entity: str, *, user: Actor | str | None = None) -> list[dict[str, Any]]:
         """Every record of ``entity``, oldest first (tests, ``procflow test``); the faces page
         them (:meth:`records_page`)."""
-        return self.record_calls.list(entity)
+        return self.record_calls.list(entity, self.actor(user))
 
     # --- runs -------------------------------------------------------------------------------
 
     @retry_on_conflict
     def start(
-        self, name: str, *, record: tuple[str, int], again: bool = False, user: str | None = None
+        self,
+        name: str,
+        *,
+        record: tuple[str, int],
+        again: bool = False,
+        user: Actor | str | None = None,
     ) -> str:
         """Start a run of an intent process for a record (``procflow start``): a record of its
         trigger's entity (without a trigger: of an entity of its application). A triggered
         process runs at most once per record unless ``again`` (see ``RecordCalls.start``).
         ``user`` (here and on the other run calls): who asked, recorded as the history's ``by``."""
-        return self.record_calls.start(name, record, again=again, user=user)
+        by = self.acting(user, Action.START)
+        return self.record_calls.start(name, record, again=again, user=by)
 
     @retry_on_conflict
-    def start_flow(self, name: str, inputs: Mapping[str, Any], *, user: str | None = None) -> str:
+    def start_flow(
+        self, name: str, inputs: Mapping[str, Any], *, user: Actor | str | None = None
+    ) -> str:
         """Start a run of a deployed flow with ``inputs`` (checked before anything is stored).
         The run is stored in a transaction shared with other threads' calls (:attr:`writes`)."""
         from procflow.runtime.data.inputs import check_inputs
         from procflow.runtime.runs.starts import insert_flow_run
 
-        user = checked_name(user)
+        by = self.acting(user, Action.START)
         reader = self.store.read()
         hint = (
             f"[{name}] is an intent process; start it for a record with --record "
@@ -283,28 +303,38 @@ class Engine:
         values = check_inputs(flow, inputs)
 
         def insert(host: Engine, tx: Tx) -> str:
-            run_id = insert_flow_run(tx, version.id, flow, values, host.now(), by=user)
+            run_id = insert_flow_run(tx, version.id, flow, values, host.now(), by=by)
             assert run_id is not None  # no start key: nothing to collide with
             return run_id
 
         return self.writes.run(self, insert)
 
     @retry_on_conflict
-    def cancel(self, run_id: str, *, user: str | None = None) -> None:
+    def cancel(self, run_id: str, *, user: Actor | str | None = None) -> None:
         from procflow.runtime.operations.lifecycle import cancel_by_operator
 
-        by = checked_name(user)
+        by = self.acting(user, Action.CANCEL)
         with self.store.tx() as tx:
             cancel_by_operator(tx, run_id, self.now(), by)
 
     @retry_on_conflict
-    def retry(self, run_id: str, *, user: str | None = None) -> None:
+    def retry(self, run_id: str, *, user: Actor | str | None = None) -> None:
         """Re-attempt a failed run's failed step with a fresh retry budget."""
         from procflow.runtime.operations.lifecycle import retry_run
 
-        by = checked_name(user)
+        by = self.acting(user, Action.RETRY)
         with self.store.tx() as tx:
             retry_run(tx, run_id, self.now(), by)
+
+    def purge(
+        self, ended_before: Cutoff, *, dry_run: bool = False, user: Actor | str | None = None
+    ) -> dict[str, Any]:
+        """Delete (``dry_run``: count) the runs completed, cancelled or aborted before
+        ``ended_before``, with all their rows: ``runs purge --json``'s report."""
+        from procflow.runtime.operations.retention import purge
+
+        self.acting(user, Action.PURGE)
+        return purge(self.store, ended_before, dry_run=dry_run).to_json()
 
     def show(self, run_id: str, history: int | None = None) -> dict[str, Any]:
         """``runs show --json``: the run, its tokens and why they wait, vars masked, history."""
@@ -333,78 +363,16 @@ class Engine:
     def runs_for_record(self, entity: str, id_: int) -> list[RunRow]:
         return self.store.read().runs_for_record(entity, id_)
 
-    # --- what the faces list: one shape each, pages newest first (see ``listing``) ----------
-
-    def runs_page(
-        self, status: str | None = None, name: str | None = None, *, limit: int = 50,
-        before: str | None = None, waiting: str | None = None,
-    ) -> Page[str]:  # fmt: skip
-        """``runs list --json`` items after the run ``before`` (None: from the newest);
-        ``waiting``: only runs with a token waiting for that kind (``retry``, ``task``…)."""
-        return listing.runs_page(self.store.read(), status, name, limit, before, waiting)
-
-    def run_counts(self, name: str | None = None) -> dict[str, int]:
-        """How many runs (of the definition ``name``) have each status; absent: none."""
-        return self.store.read().run_counts(name)
-
-    def waits_of_runs(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
-        """The ``waiting_for`` of each waiting token of the runs ``run_ids``, by run id."""
-        out: dict[str, list[dict[str, Any]]] = {}
-        for token in self.store.read().tokens_of_runs(run_ids):
-            wait = waiting_for(token)
-            if wait is not None:
-                out.setdefault(token.run_id, []).append(wait)
-        return out
-
-    def history_page(
-        self, run_id: str, *, limit: int = 100, before: int | None = None,
-        types: Sequence[str] = (),
+    def records_page(
+        self, entity: str, *, limit: int = 50, before: int | None = None,
+        user: Actor | str | None = None,
     ) -> Page[int]:  # fmt: skip
-        """A run's history entries before ``seq`` ``before``, newest first, of ``types``."""
-        return listing.history_page(self.store.read(), run_id, limit, before, types)
-
-    def step_outcomes(self, run_id: str) -> dict[str, str]:
-        """Each step's last outcome in the run's history (``step.completed``, ``step.failed``,
-        ``step.recovered``, ``step.skipped``), by step name: what its diagram shows."""
-        latest: dict[str, tuple[int, str]] = {}
-        for step, kind, seq in self.store.read().step_outcomes(run_id):
-            if step not in latest or seq > latest[step][0]:
-                latest[step] = (seq, kind)
-        return {step: kind for step, (_, kind) in latest.items()}
-
-    def tasks_page(
-        self, assignee: str | None = None, *, limit: int = 50, before: int | None = None
-    ) -> Page[int]:
-        """Open tasks (``tasks list --json`` items) after the task ``before``."""
-        return listing.tasks_page(self.store.read(), assignee, limit, before)
-
-    def task(self, task_id: int) -> dict[str, Any]:
-        """One task, open or not (a closed one with its outcome)."""
-        return listing.one_task(self.store.read(), task_id)
-
-    def records_page(self, entity: str, *, limit: int = 50, before: int | None = None) -> Page[int]:
         """Record JSON of ``entity``'s records after the one with id ``before``."""
-        return listing.records_page(self.store.read(), self.catalog, entity, limit, before)
+        return self.record_calls.page(entity, limit, before, self.actor(user))
 
     def record_key(self, entity: str) -> str:
         """The field holding the id of ``entity``'s records (its primary key)."""
         return listing.record_key(self.store.read(), self.catalog, entity)
-
-    def outbox_page(self, *, limit: int = 50, before: int | None = None) -> Page[int]:
-        """Kept messages (``outbox list --json`` items) after the message ``before``."""
-        return listing.outbox_page(self.store.read(), limit, before)
-
-    def list_outbox(self) -> list[dict[str, Any]]:
-        """Every kept message, oldest first (``procflow test``); the faces page them."""
-        return [listing.outbox_json(m) for m in self.store.read().outbox()]
-
-    def definitions_page(self, *, limit: int = 50, before: int | None = None) -> Page[int]:
-        """Definitions after the one whose first version is ``before``, newest first."""
-        return listing.definitions_page(self.store.read(), limit, before)
-
-    def definition(self, name: str) -> dict[str, Any]:
-        """One deployed definition with its versions (a ``definitions list --json`` item)."""
-        return listing.one_definition(self.store.read(), name)
 
     def definition_version(self, name: str, version: int | None = None) -> Application | Flow:
         """The definition ``name`` at ``version`` (None: the latest) as compiled, to draw it
@@ -413,19 +381,27 @@ class Engine:
         row = listing.version_row(reader, name, version)
         return self.catalog.compiled(row.id, reader).definition
 
-    def deploy_text(self, text: str, file: str) -> dict[str, Any]:
+    def deploy_text(
+        self, text: str, file: str, *, user: Actor | str | None = None
+    ) -> dict[str, Any]:
         """Deploy a definition file's text, sent as the file named ``file`` (the HTTP API), with
         this engine's project folder (else the working directory); the report: ``{deployed:
         [...], warnings: [...]}``."""
         from procflow.runtime.definitions.deploy import deploy_sent
 
+        self.acting(user, Action.DEPLOY)
         done, loaded = deploy_sent(self.catalog, text, file, self.now(), self.max_file_size)
         return listing.deploy_report_json(done, loaded.diagnostics)
 
     # --- events and tasks -------------------------------------------------------------------
 
     def send_event(
-        self, type_: str, data: Any = None, id_: str | None = None, *, user: str | None = None
+        self,
+        type_: str,
+        data: Any = None,
+        id_: str | None = None,
+        *,
+        user: Actor | str | None = None,
     ) -> dict[str, Any]:
         """Accept an event (see :meth:`accept_event`)."""
         from procflow.runtime.data.events import make_event
@@ -433,7 +409,7 @@ class Engine:
         return self.accept_event(make_event(type_, data, id_), user=user)
 
     @retry_on_conflict
-    def accept_event(self, event: Event, *, user: str | None = None) -> dict[str, Any]:
+    def accept_event(self, event: Event, *, user: Actor | str | None = None) -> dict[str, Any]:
         """Accept an event in one transaction: check it against its manifest, store it (a
         repeated id does nothing), deliver it to every matching waiting run, start the flows it
         triggers. Returns the delivery report ``{event_id, duplicate, resumed, started}`` (plus
@@ -442,7 +418,7 @@ class Engine:
         several threads sharing :attr:`writes` are committed together (``runtime.grouping``)."""
         from procflow.runtime.waits.delivery import checked_event
 
-        accepted = checked_event(self, event, checked_name(user))
+        accepted = checked_event(self, event, self.acting(user, Action.SEND_EVENT))
         try:
             return self.writes.run(self, accepted.deliver, accepted.lock_order)
         except FlowsChanged:
@@ -472,18 +448,32 @@ class Engine:
         refused with a :class:`~procflow.errors.ForbiddenError`, and nothing changes."""
         from procflow.runtime.waits.tasks import complete_task
 
-        return complete_task(self, task_id, action, data or {}, self.actor(user))
+        return complete_task(self, task_id, action, data or {}, self._actor_of(user))
 
     def actor(self, user: Actor | str | None) -> Actor:
         """Who acts: an :class:`Actor` as given (the HTTP face's caller); a name with exactly
         the roles the token table gives it (none when it is not listed, or there is no table);
         None, the administrator (the CLI without ``--as``, the Python API without ``user=``)."""
+        if isinstance(user, str):
+            checked_name(user)
+        return self._actor_of(user)
+
+    def _actor_of(self, user: Actor | str | None) -> Actor:
+        """:meth:`actor` without refusing an empty name: completing a task says it its own way."""
         if user is None:
             return ADMINISTRATOR
         if isinstance(user, Actor):
             return user
         table = self.token_table
         return table.actor_for_user(user) if table is not None else Actor(user)
+
+    def acting(self, user: Actor | str | None, action: Action) -> str | None:
+        """Who asks for ``action`` (see :meth:`actor`), refused unless the role table allows it
+        (``runtime/data/access.py``); returns the name the history records as ``by`` (None for
+        the unnamed administrator)."""
+        actor = self.actor(user)
+        authorize(actor, action)
+        return None if user is None else actor.user
 
     @functools.cached_property
     def token_table(self) -> TokenTable | None:

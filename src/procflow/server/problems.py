@@ -11,8 +11,10 @@ from starlette.responses import Response
 
 from procflow.errors import (
     DefinitionError,
+    ForbiddenError,
     HttpProblem,
     NotFoundError,
+    NotPermittedError,
     ProcflowError,
     StateConflictError,
 )
@@ -55,7 +57,7 @@ def problem_for(exc: ProcflowError) -> Problem:
         return Problem(404, message, errors)
     if isinstance(exc, StateConflictError):
         return Problem(409, message, errors)
-    if type(exc).__name__ == "ForbiddenError":
+    if isinstance(exc, ForbiddenError | NotPermittedError):
         return Problem(403, message, errors)
     return Problem(422, message, errors)  # readable, and refused by the engine
 

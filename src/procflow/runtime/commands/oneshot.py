@@ -56,7 +56,7 @@ def run_once(
     ``by``), or a triggered process by creating ``start`` as its trigger record (``user``: the
     record's owner); then work it (:func:`work_until_settled`); the run's JSON. Everything that
     can be checked without the store is checked before the deploy, so a refused start deploys
-    nothing."""
+    nothing; a named ``user`` deploys too, so needs the role ``deployer``."""
     loaded, _ = compile_for_deploy(path, engine.project_dir, engine.max_file_size)
     definition = loaded.definition
     if isinstance(definition, Flow):
@@ -64,7 +64,7 @@ def run_once(
             (start.pairs, start.inputs_json) if isinstance(start, FlowStart) else ([], None)
         )
         inputs = cli_inputs(definition, pairs, text)
-        engine.deploy(path)
+        engine.deploy(path, user=user)
         run_id = engine.start_flow(definition.name, inputs, user=user)
         work_until_settled(engine, run_id, wait=wait)
         return engine.show(run_id)
@@ -76,7 +76,7 @@ def run_once(
     entity = definition.entity(process.trigger.entity)
     assert entity is not None
     new_record(definition, entity, start, exists=lambda _entity, _id: True)  # values, types
-    engine.deploy(path)
+    engine.deploy(path, user=user)
     return _run_for_record(engine, process, entity, start, user, wait=wait)
 
 

@@ -19,12 +19,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from procflow.errors import NotFoundError, UsageError
-from procflow.model.ir import Application, Entity, Process
+from procflow.model.ir import Application, Entity, Process, RecordAction
 from procflow.model.source import suggest
-from procflow.runtime.data.identity import checked_name
+from procflow.runtime.data.identity import Actor, checked_name
+from procflow.runtime.data.record_access import authorize_record
 from procflow.runtime.data.records import new_record, patch_record, record_json
 from procflow.runtime.data.user_json import text_problem
 from procflow.runtime.operations.lifecycle import cancel_run, on_record_write
+from procflow.runtime.operations.listing import Page, records_page
 from procflow.runtime.runs.host import RunHost
 from procflow.runtime.runs.starts import insert_intent_run, record_start_key
 from procflow.store.store import Tx
@@ -39,11 +41,13 @@ class RecordCalls:
         self.host = host
 
     def create(
-        self, entity: str, data: Mapping[str, Any], *, user: str | None = None
+        self, entity: str, data: Mapping[str, Any], actor: Actor, *, named: bool = True
     ) -> dict[str, Any]:
-        user = checked_name(user)
+        """``actor`` asks (refused unless the application's permissions allow it); ``named``:
+        it was named by the caller, and owns the record (the unnamed administrator does not)."""
+        user = actor.user if named else None
         with self.host.store.tx() as tx:
-            app, decl = self._declared(entity, tx)
+            app, decl = self._declared(entity, tx, actor, RecordAction.CREATE)
             record = new_record(app, decl, data, exists=tx.record_exists)
             pk = decl.primary_key.name
             tx.lock_record_ids(entity)  # a concurrent create of the same id waits, then is refused
@@ -56,9 +60,11 @@ class RecordCalls:
             on_record_write(self.host, tx, "onCreate", app, entity, None, record, now)
             return record_json(decl, record)
 
-    def update(self, entity: str, id_: int, patch: Mapping[str, Any]) -> dict[str, Any]:
+    def update(
+        self, entity: str, id_: int, patch: Mapping[str, Any], actor: Actor
+    ) -> dict[str, Any]:
         with self.host.store.tx() as tx:
-            app, decl = self._declared(entity, tx)
+            app, decl = self._declared(entity, tx, actor, RecordAction.UPDATE)
             row = tx.record(entity, id_, lock=True)  # a concurrent write waits: none is lost
             if row is None:
                 raise NotFoundError.record(entity, id_)
@@ -68,12 +74,12 @@ class RecordCalls:
             on_record_write(self.host, tx, "onUpdate", app, entity, row.data, record, now)
             return record_json(decl, record)
 
-    def delete(self, entity: str, id_: int, *, user: str | None = None) -> None:
-        """Delete a record; the runs about it are cancelled (``user``, when named, recorded as
-        the ``by`` of their ``run.cancelled``), then ``onDelete`` fires."""
-        user = checked_name(user)
+    def delete(self, entity: str, id_: int, actor: Actor, *, named: bool = True) -> None:
+        """Delete a record; the runs about it are cancelled (``actor``, when ``named``, recorded
+        as the ``by`` of their ``run.cancelled``), then ``onDelete`` fires."""
+        user = actor.user if named else None
         with self.host.store.tx() as tx:
-            app, _ = self._declared(entity, tx)
+            app, _ = self._declared(entity, tx, actor, RecordAction.DELETE)
             row = tx.record(entity, id_, lock=True)
             if row is None:
                 raise NotFoundError.record(entity, id_)
@@ -105,24 +111,35 @@ class RecordCalls:
                 raise NotFoundError.record(entity, id_)
             return _new_run(tx, version.id, process, record, row.data, self.host.now(), again, user)
 
-    def get(self, entity: str, id_: int) -> dict[str, Any]:
+    def get(self, entity: str, id_: int, actor: Actor) -> dict[str, Any]:
         reader = self.host.store.read()
-        _, decl = self._declared(entity, reader)
+        _, decl = self._declared(entity, reader, actor, RecordAction.READ)
         row = reader.record(entity, id_)
         if row is None:
             raise NotFoundError.record(entity, id_)
         return record_json(decl, row.data)
 
-    def list(self, entity: str) -> list[dict[str, Any]]:
+    def list(self, entity: str, actor: Actor) -> list[dict[str, Any]]:
         reader = self.host.store.read()
-        _, decl = self._declared(entity, reader)
+        _, decl = self._declared(entity, reader, actor, RecordAction.READ)
         return [record_json(decl, r.data) for r in reader.records(entity)]
 
-    def _declared(self, entity: str, reader: Tx) -> tuple[Application, Entity]:
+    def page(self, entity: str, limit: int, before: int | None, actor: Actor) -> Page[int]:
+        """Record JSON of ``entity``'s records after the one with id ``before``, newest first."""
+        reader = self.host.store.read()
+        self._declared(entity, reader, actor, RecordAction.READ)
+        return records_page(reader, self.host.catalog, entity, limit, before)
+
+    def _declared(
+        self, entity: str, reader: Tx, actor: Actor, action: RecordAction
+    ) -> tuple[Application, Entity]:
+        """The application declaring ``entity``, and the entity, once ``actor`` may ``action``
+        its records."""
         _check_text(entity, "the entity name")
         app = self.host.catalog.application_of(entity, reader)
         decl = app.entity(entity)
         assert decl is not None
+        authorize_record(actor, app, entity, action)
         return app, decl
 
 

@@ -82,7 +82,7 @@ _REPORT = {
 def deploy(call: Call) -> Response:
     filename = _filename(call.query.get("filename", ""))
     text = _file_text(call)
-    report = call.engine.deploy_text(text, filename)
+    report = call.engine.deploy_text(text, filename, user=call.actor)
     created = any(not d["unchanged"] for d in report["deployed"])
     return json_response(report, 201 if created else 200)
 

@@ -19,7 +19,9 @@ __all__ = ["ENDPOINTS"]
 
 def list_records(call: Call) -> Response:
     asked = int_page(call.query, "records")
-    page = call.engine.records_page(call.params["entity"], limit=asked.limit, before=asked.before)
+    page = call.engine.records_page(
+        call.params["entity"], limit=asked.limit, before=asked.before, user=call.actor
+    )
     return json_response(page_json(asked, page))
 
 
@@ -28,7 +30,7 @@ def create_record(call: Call) -> Response:
     body = json_object(call)
 
     def create() -> Created:
-        record = call.engine.create_record(entity, body, user=call.actor.user)
+        record = call.engine.create_record(entity, body, user=call.actor)
         record_id = record[call.engine.record_key(entity)]
         return Created(record, 201, {"Location": f"/entities/{quote(entity)}/{record_id}"})
 
@@ -37,18 +39,18 @@ def create_record(call: Call) -> Response:
 
 def get_record(call: Call) -> Response:
     entity, record_id = _record(call)
-    return json_response(call.engine.get_record(entity, record_id))
+    return json_response(call.engine.get_record(entity, record_id, user=call.actor))
 
 
 def update_record(call: Call) -> Response:
     entity, record_id = _record(call)
     patch = json_object(call)
-    return json_response(call.engine.update_record(entity, record_id, patch))
+    return json_response(call.engine.update_record(entity, record_id, patch, user=call.actor))
 
 
 def delete_record(call: Call) -> Response:
     entity, record_id = _record(call)
-    call.engine.delete_record(entity, record_id, user=call.actor.user)
+    call.engine.delete_record(entity, record_id, user=call.actor)
     return Response(status_code=204)
 
 

@@ -22,6 +22,7 @@ from starlette.responses import Response
 from procflow.connectors.builtin.slack_events import approval_event
 from procflow.errors import ConfigError, EventError, UsageError
 from procflow.runtime.data.events import Event, envelope, make_event
+from procflow.runtime.data.identity import Actor
 from procflow.server.problems import Problem
 from procflow.server.routing import Call, Endpoint, json_response, parse_json
 from procflow.server.tracecontext import TRACEPARENT_PARAM, traced_delivery
@@ -55,7 +56,7 @@ _CE_ATTRIBUTES = ("specversion", "type", "id", "source")
 def post_event(call: Call) -> Response:
     """Accept an event; ``by`` on the runs it resumes is the caller. A ``traceparent`` header
     links the caller's trace into each run's (``procflow.server.tracecontext``)."""
-    user = call.actor.user
+    user = call.actor
     media = _media(call.headers)
     if media == CLOUDEVENT_BATCH:
         raise Problem(400, "a batch of CloudEvents is not accepted: send one event per request")
@@ -176,7 +177,7 @@ def standard_webhook(call: Call) -> Response:
 # --- shared ----------------------------------------------------------------------------------
 
 
-def _accepted(call: Call, event: Event, user: str | None, type_field: str = "type") -> Response:
+def _accepted(call: Call, event: Event, user: Actor | None, type_field: str = "type") -> Response:
     try:
         report = call.engine.accept_event(event, user=user)
     except EventError as exc:

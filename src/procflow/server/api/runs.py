@@ -100,13 +100,13 @@ def _history(text: str) -> int | None:
 
 def cancel_run(call: Call) -> Response:
     run_id = call.params["id"]
-    call.engine.cancel(run_id, user=call.actor.user)
+    call.engine.cancel(run_id, user=call.actor)
     return json_response(call.engine.show(run_id))
 
 
 def retry_run(call: Call) -> Response:
     run_id = call.params["id"]
-    call.engine.retry(run_id, user=call.actor.user)
+    call.engine.retry(run_id, user=call.actor)
     return json_response(call.engine.show(run_id))
 
 
@@ -116,7 +116,7 @@ def start_flow(call: Call) -> Response:
     name = call.params["name"]
 
     def create() -> Created:
-        return _started(call, call.engine.start_flow(name, inputs, user=call.actor.user))
+        return _started(call, call.engine.start_flow(name, inputs, user=call.actor))
 
     return idempotent(call, body, create)
 
@@ -128,9 +128,7 @@ def start_process(call: Call) -> Response:
     name = call.params["name"]
 
     def create() -> Created:
-        run_id = call.engine.start(
-            name, record=(entity, record_id), again=again, user=call.actor.user
-        )
+        run_id = call.engine.start(name, record=(entity, record_id), again=again, user=call.actor)
         return _started(call, run_id)
 
     return idempotent(call, body, create)

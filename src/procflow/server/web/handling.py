@@ -25,6 +25,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from procflow.errors import NotFoundError, ProcflowError, StoreError
+from procflow.runtime.data.access import Action, may, role_needed
 from procflow.runtime.data.identity import Actor
 from procflow.runtime.engine import Engine
 from procflow.server.problems import Problem, problem_for
@@ -84,6 +85,13 @@ class WebCall:
     def query(self) -> Mapping[str, str]:
         return self.request.query_params
 
+    def needs(self, action: Action) -> str | None:
+        """Why the caller may not do ``action``, said beside its disabled button; None: it may."""
+        if may(self.actor, action):
+            return None
+        roles = ", ".join(sorted(self.actor.roles)) or "no role"
+        return f"Needs the role {role_needed(action)} ({self.actor.user} has {roles})"
+
     def context(self, title: str, **values: Any) -> dict[str, Any]:
         """What every template gets: the title, who is signed in, the CSRF token."""
         return {
@@ -93,6 +101,7 @@ class WebCall:
             "csrf": self.session.csrf,
             "csrf_field": CSRF_FIELD,
             "path": self.request.url.path,
+            "needs": lambda name: self.needs(Action[name]),  # a template's disabled buttons
             **values,
         }
 

@@ -11,6 +11,7 @@ from starlette.responses import RedirectResponse, Response
 from procflow.errors import DefinitionError, ProcflowError
 from procflow.server.diagrams import NO_DOT
 from procflow.server.paging import int_page, page_json
+from procflow.server.problems import problem_for
 from procflow.server.web.handling import PREFIX, WebCall
 from procflow.server.web.pages_runs import diagrams
 from procflow.server.web.render import url_with
@@ -77,11 +78,11 @@ def upload_definition(call: WebCall) -> Response:
     except UnicodeDecodeError:
         return _list(call, status=422, refused=f"[{filename}] is not UTF-8 text")
     try:
-        report = call.engine.deploy_text(text, filename)
+        report = call.engine.deploy_text(text, filename, user=call.actor)
     except DefinitionError as exc:
         return _list(call, status=422, problems=_problems(exc), refused=None)
     except ProcflowError as exc:
-        return _list(call, status=422, refused=str(exc))
+        return _list(call, status=problem_for(exc).status, refused=str(exc))
     names = [f"{d['name']}={d['version']}" for d in report["deployed"]]
     return RedirectResponse(url_with(f"{PREFIX}/definitions", {"deployed": ",".join(names)}), 303)
 

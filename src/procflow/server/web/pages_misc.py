@@ -31,7 +31,7 @@ __all__ = [
 def records_page(call: WebCall) -> Response:
     entity = call.params["entity"]
     asked = int_page(call.query, "records")
-    page = call.engine.records_page(entity, limit=asked.limit, before=asked.before)
+    page = call.engine.records_page(entity, limit=asked.limit, before=asked.before, user=call.actor)
     columns: list[str] = []
     for record in page.items:
         columns += [k for k in record if k not in columns]
@@ -74,7 +74,7 @@ def send_event(call: WebCall) -> Response:
         return call.page("event.html", "Send event", status=422, sent=sent, errors=errors)
     try:
         report = call.engine.send_event(
-            sent["type"].strip(), data, sent["id"].strip() or None, user=call.actor.user
+            sent["type"].strip(), data, sent["id"].strip() or None, user=call.actor
         )
     except ProcflowError as exc:
         field = getattr(exc, "field", None) if isinstance(exc, EventError) else None

@@ -11,6 +11,7 @@ from typing import Any
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from procflow.errors import ProcflowError
+from procflow.runtime.data.access import Action
 from procflow.runtime.operations.listing import FAILURE_TYPES, HISTORY_TYPES, WAIT_KINDS
 from procflow.runtime.operations.views import why_line
 from procflow.server.diagrams import NO_DOT, DiagramCache, mark_run, step_classes
@@ -137,9 +138,10 @@ def _run_view(call: WebCall, run_id: str) -> dict[str, Any]:
         "why": [_why(t) for t in run["tokens"] if t.get("waiting_for")],
         "diagram": diagram,
         "diagram_note": diagram_note,
-        "retry_note": None if run["status"] == "failed" else "Only a failed run can be retried",
-        "cancel_note": f"This run has ended ({run['status']}): there is nothing to cancel"
-        if ended else None,
+        "retry_note": call.needs(Action.RETRY)
+        or (None if run["status"] == "failed" else "Only a failed run can be retried"),
+        "cancel_note": call.needs(Action.CANCEL)
+        or (f"This run has ended ({run['status']}): there is nothing to cancel" if ended else None),
         "done": call.query.get("done"),
         "live_url": url_with(f"{PREFIX}/runs/{run_id}/live", _timeline_query(call)),
         **timeline,
@@ -237,9 +239,9 @@ def _confirmed(call: WebCall, action: str) -> Response:
             "confirm.html", f"{action.capitalize()} run {run_id}?", run=run, action=action
         )
     if action == "retry":
-        call.engine.retry(run_id, user=call.actor.user)
+        call.engine.retry(run_id, user=call.actor)
     elif action == "cancel":
-        call.engine.cancel(run_id, user=call.actor.user)
+        call.engine.cancel(run_id, user=call.actor)
     else:  # the routes name only these two
         raise Problem(404, f"no action [{action}]")
     done = "retried" if action == "retry" else "cancelled"

@@ -84,7 +84,7 @@ def _task_view(
     if task.get("record"):
         ref = task["record"]
         try:
-            record = call.engine.get_record(ref["entity"], ref["id"])
+            record = call.engine.get_record(ref["entity"], ref["id"], user=call.actor)
         except ProcflowError:  # deleted since: the task page still shows the task
             record = None
     fields = _fields(call, task)

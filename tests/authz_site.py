@@ -1,0 +1,121 @@
+"""What the authorization tests of every face share: five users, one of each standing, a project
+with something for every action to act on, and which role each action needs.
+
+- Users (``TOKENS``): ``vic`` signed in with no role, ``cleo`` with the application role
+  ``Clerk`` only, ``otto`` an operator, ``dee`` a deployer, ``ada`` an administrator.
+- The project: the ``orders`` application (``Order`` records guarded by its ``permissions:``
+  block, ``Note`` records named by no permission, a process started by hand for a note), the
+  flows ``hold`` (waits a day: a run to cancel) and ``boom`` (fails: a run to retry), and the
+  ``crm`` connector whose ``paid`` event ``hold`` waits for.
+- ``NEEDS``: the lowest role each action of the role table needs; ``allowed(user, action)``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from projects import paid_connector, write
+
+from procflow.runtime.engine import Engine
+
+USERS = {"vic": "", "cleo": "Clerk", "otto": "operator", "dee": "deployer", "ada": "admin"}
+RANKS = {"": 0, "Clerk": 0, "operator": 1, "deployer": 2, "admin": 3}
+TOKENS = ";".join(f"{user}-{'k' * 24}={user}:{role}" for user, role in USERS.items())
+
+
+def token(user: str) -> str:
+    return f"{user}-{'k' * 24}"
+
+
+NEEDS = {
+    "start": "operator",
+    "send_event": "operator",
+    "cancel": "operator",
+    "retry": "operator",
+    "deploy": "deployer",
+    "enable": "deployer",
+    "purge": "deployer",
+}
+
+
+def allowed(user: str, action: str) -> bool:
+    """Whether the role table lets ``user`` do ``action`` (a key of :data:`NEEDS`)."""
+    return RANKS[USERS[user]] >= RANKS[NEEDS[action]]
+
+
+def refusal(user: str, action: str, what: str) -> str:
+    """The message refusing ``user`` the role-table ``action`` (``what``: its wording)."""
+    role = USERS[user]
+    having = f"[{user}] has [{role}]" if role else f"[{user}] has no role"
+    return (
+        f"user [{user}] may not {what}: that needs the role [{NEEDS[action]}] "
+        f"(or one above it); {having}"
+    )
+
+
+APP = """\
+name: orders
+entities:
+  - name: Order
+    fields:
+      - { name: id, type: integer, primaryKey: true, generated: true }
+      - { name: title, type: string, required: true, length: 100 }
+  - name: Note
+    fields:
+      - { name: id, type: integer, primaryKey: true, generated: true }
+      - { name: text, type: string, required: true, length: 100 }
+permissions:
+  - { role: Clerk, can: [Order:read, Order:create] }
+  - role: auditor
+    can:
+      - Order:read
+processes:
+  - name: Remind
+    steps:
+      - { name: remind, kind: userTask, args: { assignee: personal } }
+"""
+
+HOLD = """\
+flow: hold
+steps:
+  - paid:
+      wait_for: crm.paid
+      match: { invoice: 1 }
+      timeout: 1d
+"""
+
+BOOM = """\
+flow: boom
+steps:
+  - stop: { fail: "it fails" }
+"""
+
+
+def write_project(root: Path) -> Path:
+    """The project folder: the application, both flows and the ``crm`` connector."""
+    project = paid_connector(root / "project")
+    write(project / "orders.intent", APP)
+    write(project / "hold.flow.yaml", HOLD)
+    write(project / "boom.flow.yaml", BOOM)
+    return project
+
+
+def deploy_all(engine: Engine, project: Path) -> None:
+    """Deploy the project as the administrator (no ``user``)."""
+    for name in ("orders.intent", "hold.flow.yaml", "boom.flow.yaml"):
+        engine.deploy(str(project / name))
+
+
+def waiting_run(engine: Engine) -> str:
+    """A run of ``hold``, waiting: something to cancel."""
+    run_id = engine.start_flow("hold", {})
+    engine.work()
+    return run_id
+
+
+def failed_run(engine: Engine) -> str:
+    """A run of ``boom``, failed: something to retry."""
+    run_id = engine.start_flow("boom", {})
+    engine.work()
+    assert engine.show(run_id)["status"] == "failed"
+    return run_id

@@ -1,0 +1,80 @@
+"""The role table in the web UI, on both store backends: a button whose action the signed-in user
+may not take is disabled and says which role it needs; the same POST made anyway is a 403 that
+changes nothing (the engine refuses it, as on every face)."""
+
+from __future__ import annotations
+
+import re
+
+from store_dump import dump_store
+from test_forms import signed_in
+from web_site import BREAKER, MakeWeb, Web
+
+# The token table of these tests: olga an operator, dora a deployer, pat no role.
+OPERATOR = "operator-token-0123456789ab"
+DEPLOYER = "deployer-token-0123456789ab"
+PLAIN = "plain-token-0123456789abcdef"
+TOKENS = f"{OPERATOR}=olga:operator;{DEPLOYER}=dora:deployer;{PLAIN}=pat:"
+
+
+def _button(html: str, button_id_or_label: str) -> str:
+    """The ``<button …>`` tag with that id (or that label)."""
+    by_id = re.search(rf'<button id="{button_id_or_label}"[^>]*>', html)
+    found = by_id or re.search(rf"<button[^>]*>{button_id_or_label}</button>", html)
+    assert found is not None, button_id_or_label
+    return found.group(0)
+
+
+def _failed_run(web: Web) -> str:
+    web.flow("breaker", BREAKER)
+    run_id = web.engine.start_flow("breaker", {})
+    web.work()
+    return run_id
+
+
+def test_a_user_without_a_role_sees_disabled_buttons_naming_the_role(make_web: MakeWeb) -> None:
+    web = make_web({"PROCFLOW_API_TOKENS": TOKENS})
+    run_id = _failed_run(web)
+    signed_in(web, PLAIN)
+    run_page = web.page(f"/ui/runs/{run_id}")
+    assert "disabled" in _button(run_page, "retry-button")
+    assert "Needs the role operator (pat has no role)" in run_page
+    definitions = web.page("/ui/definitions")
+    assert "disabled" in _button(definitions, "Upload")
+    assert "Needs the role deployer (pat has no role)" in definitions
+    event = web.page("/ui/events/new")
+    assert "disabled" in _button(event, "Send")
+    assert "Needs the role operator" in event
+
+
+def test_the_post_made_anyway_is_refused_and_changes_nothing(make_web: MakeWeb) -> None:
+    web = make_web({"PROCFLOW_API_TOKENS": TOKENS})
+    run_id = _failed_run(web)
+    signed_in(web, PLAIN)
+    before = dump_store(web.engine.store)
+    retried = web.post(f"/ui/runs/{run_id}/retry", {"confirm": "yes"})
+    assert retried.status_code == 403
+    assert "may not retry runs: that needs the role [operator]" in retried.text
+    sent = web.post("/ui/events/new", {"type": "slack.approval", "data": "{}"})
+    assert sent.status_code == 403
+    assert "may not send events" in sent.text
+    token = web.csrf("/ui/definitions")
+    uploaded = web.client.post(
+        "/ui/definitions", data={"csrf": token},
+        files={"file": ("hello.flow.yaml", b"flow: hello\nsteps:\n  - hi: { set: { a: 1 } }\n")},
+    )  # fmt: skip
+    assert uploaded.status_code == 403
+    assert "may not deploy definitions" in uploaded.text
+    assert dump_store(web.engine.store) == before
+
+
+def test_each_role_gets_its_buttons(make_web: MakeWeb) -> None:
+    web = make_web({"PROCFLOW_API_TOKENS": TOKENS})
+    run_id = _failed_run(web)
+    signed_in(web, OPERATOR)
+    assert "disabled" not in _button(web.page(f"/ui/runs/{run_id}"), "retry-button")
+    assert "disabled" not in _button(web.page("/ui/events/new"), "Send")
+    assert "disabled" in _button(web.page("/ui/definitions"), "Upload")
+    signed_in(web, DEPLOYER)
+    assert "disabled" not in _button(web.page("/ui/definitions"), "Upload")
+    assert "disabled" not in _button(web.page(f"/ui/runs/{run_id}"), "retry-button")
