@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import re
 
+import web_site
 from store_dump import dump_store
-from test_forms import signed_in
+from test_forms import order_task, signed_in
 from web_site import BREAKER, MakeWeb, Web
 
 # The token table of these tests: olga an operator, dora a deployer, pat no role.
@@ -78,3 +79,17 @@ def test_each_role_gets_its_buttons(make_web: MakeWeb) -> None:
     signed_in(web, DEPLOYER)
     assert "disabled" not in _button(web.page("/ui/definitions"), "Upload")
     assert "disabled" not in _button(web.page(f"/ui/runs/{run_id}"), "retry-button")
+
+
+def test_a_task_for_another_role_shows_its_buttons_disabled_saying_why(make_web: MakeWeb) -> None:
+    web = make_web({"PROCFLOW_API_TOKENS": web_site.TOKENS})
+    task_id = order_task(web)  # for the role manager
+    signed_in(web, web_site.OPS_TOKEN)
+    page = web.page(f"/ui/tasks/{task_id}")
+    assert "disabled" in _button(page, "approve")
+    assert (
+        f"You may not complete this task: task [{task_id}] is assigned to role [manager]; "
+        "[olga] is not a member of it (their roles: operator, ops), so cannot complete it"
+    ) in page
+    signed_in(web, web_site.MANAGER_TOKEN)
+    assert "disabled" not in _button(web.page(f"/ui/tasks/{task_id}"), "approve")

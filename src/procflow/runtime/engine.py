@@ -45,7 +45,7 @@ from procflow.runtime.operations.grouping import TxGroup
 from procflow.runtime.operations.listing import Page
 from procflow.runtime.operations.listing_calls import ListingCalls
 from procflow.runtime.operations.views import declared_vars, run_json
-from procflow.runtime.waits.task_rows import list_tasks
+from procflow.runtime.waits.task_rows import completion_refusal, list_tasks
 from procflow.runtime.work.lease import Lease
 from procflow.store.rows import RunRow
 from procflow.store.store import Store, Tx
@@ -449,6 +449,11 @@ class Engine(ListingCalls):
         from procflow.runtime.waits.tasks import complete_task
 
         return complete_task(self, task_id, action, data or {}, self._actor_of(user))
+
+    def task_refusal(self, task_id: int, user: Actor | str | None) -> str | None:
+        """Why ``user`` may not complete the task ``task_id`` (the UI's disabled buttons say
+        it); None when it may."""
+        return completion_refusal(self.store.read(), task_id, self._actor_of(user))
 
     def actor(self, user: Actor | str | None) -> Actor:
         """Who acts: an :class:`Actor` as given (the HTTP face's caller); a name with exactly

@@ -9,10 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from procflow.errors import NotFoundError
 from procflow.runtime.clock import iso
+from procflow.runtime.data.identity import Actor
 from procflow.store.store import Tx
 
-__all__ = ["Task", "list_tasks", "task_json"]
+__all__ = ["Task", "completion_refusal", "list_tasks", "refusal", "task_json"]
 
 
 @dataclass(slots=True)
@@ -58,3 +60,28 @@ def task_json(task: Task) -> dict[str, Any]:
 
 def list_tasks(tx: Tx, assignee: str | None = None) -> list[dict[str, Any]]:
     return [task_json(Task(**row)) for row in tx.open_tasks(assignee=assignee)]
+
+
+def refusal(task: Task, actor: Actor) -> str | None:
+    """Why ``actor`` may not complete ``task`` (the rule every face applies: its assigned user,
+    a member of its assigned role, or an administrator); None when it may."""
+    if actor.may_complete(task.assignee, task.assignee_kind):
+        return None
+    if task.assignee_kind == "user":
+        return (
+            f"task [{task.id}] is assigned to user [{task.assignee}]; [{actor.user}] cannot "
+            "complete it"
+        )
+    roles = ", ".join(sorted(actor.roles)) or "none"
+    return (
+        f"task [{task.id}] is assigned to role [{task.assignee}]; [{actor.user}] is not a "
+        f"member of it (their roles: {roles}), so cannot complete it"
+    )
+
+
+def completion_refusal(tx: Tx, task_id: int, actor: Actor) -> str | None:
+    """:func:`refusal` for the task ``task_id`` (what the UI says beside a disabled button)."""
+    row = tx.task(task_id)
+    if row is None:
+        raise NotFoundError(f"no task with id [{task_id}]", kind="task", key=task_id)
+    return refusal(Task(**row), actor)

@@ -34,7 +34,7 @@ from procflow.runtime.interpret.intent import (
 )
 from procflow.runtime.runs.host import RunHost
 from procflow.runtime.transition import Transition
-from procflow.runtime.waits.task_rows import Task, task_json
+from procflow.runtime.waits.task_rows import Task, refusal, task_json
 from procflow.states import ENDED, RunStatus, TokenState
 from procflow.store.rows import HistoryRow, RunRow, TimerRow, TokenRow
 from procflow.store.store import Tx
@@ -318,22 +318,11 @@ def _check_given(task_id: int, action: str | None, data: Mapping[str, Any], user
 
 def _check_actor(task: Task, actor: Actor) -> None:
     """The assigned user, a member of the assigned role, or an administrator (``Actor``)."""
-    if actor.may_complete(task.assignee, task.assignee_kind):
-        return
-    if task.assignee_kind == "user":
-        message = (
-            f"task [{task.id}] is assigned to user [{task.assignee}]; [{actor.user}] cannot "
-            "complete it"
+    message = refusal(task, actor)
+    if message is not None:
+        raise ForbiddenError(
+            message, user=actor.user, task_id=task.id, run_id=task.run_id, step=task.step
         )
-    else:
-        roles = ", ".join(sorted(actor.roles)) or "none"
-        message = (
-            f"task [{task.id}] is assigned to role [{task.assignee}]; [{actor.user}] is not a "
-            f"member of it (their roles: {roles}), so cannot complete it"
-        )
-    raise ForbiddenError(
-        message, user=actor.user, task_id=task.id, run_id=task.run_id, step=task.step
-    )
 
 
 def _check_action(task: Task, action: str | None) -> str:

@@ -93,7 +93,14 @@ def _task_view(
         "task.html", f"Task {task_id}", status=status, task=task, record=record, fields=fields,
         values=values, errors=errors or {}, refused=refused, done=call.query.get("done"),
         is_open="status" not in task,
+        complete_note=_may_not(call, task_id) if "status" not in task else None,
     )  # fmt: skip
+
+
+def _may_not(call: WebCall, task_id: int) -> str | None:
+    """Why the signed-in user may not complete the task, said beside its disabled buttons."""
+    why = call.engine.task_refusal(task_id, call.actor)
+    return None if why is None else f"You may not complete this task: {why}"
 
 
 def _shown(value: Any) -> str:
