@@ -4,7 +4,8 @@ with something for every action to act on, and which role each action needs.
 - Users (``TOKENS``): ``vic`` signed in with no role, ``cleo`` with the application role
   ``Clerk`` only, ``otto`` an operator, ``dee`` a deployer, ``ada`` an administrator.
 - The project: the ``orders`` application (``Order`` records guarded by its ``permissions:``
-  block, ``Note`` records named by no permission, a process started by hand for a note), the
+  block and stamped by a process each creates, ``Note`` records named by no permission, a
+  process started by hand for a note), the
   flows ``hold`` (waits a day: a run to cancel) and ``boom`` (fails: a run to retry), and the
   ``crm`` connector whose ``paid`` event ``hold`` waits for.
 - ``NEEDS``: the lowest role each action of the role table needs; ``allowed(user, action)``.
@@ -70,6 +71,10 @@ permissions:
     can:
       - Order:read
 processes:
+  - name: Stamp
+    trigger: { onCreate: Order }
+    steps:
+      - { name: stamp, kind: serviceTask, args: { setField: title, value: stamped, next: end } }
   - name: Remind
     steps:
       - { name: remind, kind: userTask, args: { assignee: personal } }

@@ -197,6 +197,16 @@ def test_records_pages_follow_the_permissions_too(site: Site) -> None:
         site.api.records.page("Order", user="vic")
 
 
+def test_runs_write_records_as_the_engine(site: Site) -> None:
+    """cleo may create orders but not update them; the run her order starts updates it, as the
+    engine, not as her."""
+    order = site.api.records.create("Order", {"title": "mine"}, user="cleo")
+    site.api.work()
+    [run] = site.api.runs.for_record("Order", order["id"])
+    assert run["status"] == "completed"
+    assert site.api.records.get("Order", order["id"], user="cleo")["title"] == "stamped"
+
+
 def test_an_unknown_entity_is_unknown_before_it_is_refused(site: Site) -> None:
     with pytest.raises(ProcflowError, match="Oder") as refused:
         site.api.records.get("Oder", 1, user="vic")
