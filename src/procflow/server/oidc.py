@@ -150,11 +150,6 @@ class OidcVerifier:
         if source.file is not None:
             try:
                 keys = source.fetch()
-            except OSError as exc:
-                raise ConfigError(
-                    f"{_JWKS}: the JWKS file [{source.file}] cannot be read: {exc.strerror or exc}",
-                    setting=_JWKS,
-                ) from None
             except ValueError as exc:
                 raise ConfigError(f"{_JWKS}: {exc}", setting=_JWKS) from None
         return cls(settings, KeyCache(source, keys, clock))
@@ -204,8 +199,8 @@ class OidcVerifier:
         if self.keys.failure is not None:
             raise Problem(
                 503,
-                f"the identity provider's keys cannot be fetched from {self.keys.source} "
-                f"({self.keys.failure}); JWTs cannot be checked until they can",
+                f"the identity provider's keys cannot be fetched: {self.keys.failure}; JWTs "
+                "cannot be checked until they can",
                 headers={"Retry-After": str(self.keys.retry_after())},
             )
         if kid is None:
@@ -234,7 +229,7 @@ class OidcVerifier:
         if isinstance(exc, jwt.InvalidSignatureError):
             return f"the JWT's signature does not verify with the issuer's key [{key.kid}]"
         if isinstance(exc, jwt.ExpiredSignatureError):
-            return f"the JWT expired at {_time(claims.get('exp'))} ({LEEWAY_SECONDS} s leeway)"
+            return f"the JWT expired at {_time(claims.get('exp'))}, over {LEEWAY_SECONDS} s ago"
         if isinstance(exc, jwt.ImmatureSignatureError):
             if "nbf" in str(exc):
                 return f"the JWT is not valid before {_time(claims.get('nbf'))}"

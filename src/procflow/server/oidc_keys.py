@@ -158,11 +158,15 @@ class KeySource:
         return f"[{self.url or self.discovery}]"
 
     def fetch(self) -> dict[str | None, SigningKey]:
-        """The keys as the source holds them now. ``OSError`` (a file), ``httpx.HTTPError`` or
-        ``ValueError`` (an answer that is not what it should be) when they cannot be had."""
+        """The keys as the source holds them now; ``ValueError`` saying where and why when they
+        cannot be had."""
         if self.file is not None:
             where = f"the JWKS file [{self.file}]"
-            return signing_keys(_json(Path(self.file).read_text(encoding="utf-8"), where), where)
+            try:
+                text = Path(self.file).read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ValueError(f"{where} cannot be read: {exc.strerror or exc}") from None
+            return signing_keys(_json(text, where), where)
         if self.url is None:
             self.url = self._discovered_jwks_uri()
         return signing_keys(_get_json(self.url), f"[{self.url}]")
@@ -190,7 +194,12 @@ def _is_url(text: str) -> bool:
 
 
 def _get_json(url: str) -> Any:
-    answer = httpx.get(url, timeout=FETCH_TIMEOUT_SECONDS, headers={"Accept": "application/json"})
+    try:
+        answer = httpx.get(
+            url, timeout=FETCH_TIMEOUT_SECONDS, headers={"Accept": "application/json"}
+        )
+    except httpx.HTTPError as exc:
+        raise ValueError(f"[{url}] cannot be reached: {str(exc) or type(exc).__name__}") from None
     if answer.status_code != 200:
         raise ValueError(f"[{url}] answered {answer.status_code}")
     if len(answer.content) > MAX_DOCUMENT_BYTES:
@@ -256,9 +265,9 @@ class KeyCache:
             self._tried_at = self.clock()
             try:
                 keys = self.source.fetch()
-            except (OSError, httpx.HTTPError, ValueError) as exc:
-                self.failure = _reason(exc)
-                log.warning("the issuer's keys cannot be fetched from %s: %s", self.source, exc)
+            except ValueError as exc:
+                self.failure = str(exc)
+                log.warning("the issuer's keys cannot be fetched: %s", exc)
                 return
             self._keys, self._fetched_at, self.failure = keys, self._tried_at, None
             log.info("fetched %d signing key(s) of the issuer from %s", len(keys), self.source)
@@ -268,11 +277,3 @@ class KeyCache:
         if self._tried_at is None:
             return 0
         return max(1, int(REFETCH_SECONDS - (self.clock() - self._tried_at) + 0.999))
-
-
-def _reason(exc: Exception) -> str:
-    if isinstance(exc, httpx.HTTPError):
-        return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    if isinstance(exc, OSError):
-        return exc.strerror or str(exc)
-    return str(exc)
