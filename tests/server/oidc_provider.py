@@ -168,10 +168,10 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
 
 
-def unsigned(claims: dict[str, Any]) -> str:
-    """A JWT with ``alg: none`` and an empty signature."""
-    header = _b64(json.dumps({"alg": "none", "typ": "JWT"}).encode())
-    return f"{header}.{_b64(json.dumps(claims).encode())}."
+def unsigned(claims: dict[str, Any], header: dict[str, Any] | None = None) -> str:
+    """A JWT with ``alg: none`` (or the given header) and an empty signature."""
+    head = _b64(json.dumps(header or {"alg": "none", "typ": "JWT"}).encode())
+    return f"{head}.{_b64(json.dumps(claims).encode())}."
 
 
 def hs256_with_public_key(claims: dict[str, Any], key: Key) -> str:

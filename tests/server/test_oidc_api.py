@@ -182,6 +182,14 @@ def _forgeries(provider: Provider) -> dict[str, tuple[str, str]]:
         "no exp": (provider.token(exp=None), "the JWT has no [exp] claim"),
         "no aud": (provider.token(aud=None), "the JWT has no [aud] claim"),
         "alg none": (unsigned(provider.claims()), "the JWT is not signed (alg [none])"),
+        "alg None": (
+            unsigned(provider.claims(), {"alg": "None", "kid": mine.kid}),
+            "the JWT is not signed (alg [none])",
+        ),
+        "alg not text": (
+            unsigned(provider.claims(), {"alg": ["RS256"], "kid": mine.kid}),
+            "the JWT's header names no algorithm (alg) as text",
+        ),
         "HS256 with the public key": (
             hs256_with_public_key(provider.claims(), mine),
             "the JWT is signed with [HS256]: only public-key algorithms are accepted",
@@ -225,6 +233,15 @@ def test_expiry_and_nbf_have_60_seconds_of_leeway(make_oidc: MakeOidc, provider:
     assert site.get("/runs", provider.token(nbf=now + 30)).status_code == 200
     refused(site.get("/runs", provider.token(exp=now - 90)), 401, "the JWT expired at ")
     refused(site.get("/runs", provider.token(nbf=now + 90)), 401, "the JWT is not valid before ")
+
+
+def test_an_exp_too_large_for_a_float_is_a_jwt_that_does_not_expire(
+    make_oidc: MakeOidc, provider: Provider
+) -> None:
+    site = make_oidc()
+    forever = provider.token(exp=10**400)
+    assert site.get("/runs", forever).status_code == 200
+    assert site.client.post("/ui/login", data={"token": forever}).status_code == 200
 
 
 def test_a_jwt_of_an_encryption_or_shared_secret_key_in_the_jwks_is_not_taken(

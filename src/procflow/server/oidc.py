@@ -24,6 +24,7 @@ that cannot be read or holds no public signing key.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable
@@ -174,11 +175,13 @@ class OidcVerifier:
         key = self._key(header)
         claims = self._claims(token, key)
         user = self._user(claims)
-        return Identity(Actor(user, self._roles(claims)), float(claims["exp"]))
+        return Identity(Actor(user, self._roles(claims)), _seconds(claims["exp"]))
 
     def _key(self, header: dict[str, Any]) -> SigningKey:
         alg, kid = header.get("alg"), header.get("kid")
-        if not alg or str(alg).lower() == "none":
+        if not isinstance(alg, str):
+            raise _refused("the JWT's header names no algorithm (alg) as text")
+        if alg.lower() == "none":
             raise _refused("the JWT is not signed (alg [none])")
         if alg not in ASYMMETRIC:
             raise _refused(
@@ -311,6 +314,15 @@ def _unverified_claims(token: str) -> dict[str, Any]:
     except jwt.PyJWTError:
         return {}
     return claims if isinstance(claims, dict) else {}
+
+
+def _seconds(exp: Any) -> float:
+    """``exp`` (which PyJWT found to be a whole number) as a float; one too large for a float
+    (a JWT valid for ever, in effect) as infinity."""
+    try:
+        return float(exp)
+    except OverflowError:
+        return math.inf
 
 
 def _time(value: Any) -> str:
