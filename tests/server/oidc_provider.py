@@ -93,7 +93,7 @@ class Provider:
             def do_GET(self) -> None:
                 provider.requests[self.path] += 1
                 status, body = provider.answer(self.path)
-                data = json.dumps(body).encode()
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

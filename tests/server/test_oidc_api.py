@@ -11,6 +11,7 @@ import socket
 import time
 from typing import Any
 
+import jwt
 import pytest
 from oidc_provider import (
     AUDIENCE,
@@ -67,7 +68,7 @@ def test_the_roles_claim_gives_the_roles_a_task_needs(
     task_id = site.review_task()  # for the role `reviewer`
     bob = provider.token(preferred_username="bob", roles=["clerk"])
     refused(site.post(f"/tasks/{task_id}/complete", bob, json={"action": "approve"}), 403, "")
-    assert site.engine.task(task_id).get("by") is None
+    assert site.engine.task(task_id).get("status") is None  # still open
     alice = provider.token()  # roles: [reviewer]
     done = site.post(f"/tasks/{task_id}/complete", alice, json={"action": "approve"})
     assert done.status_code == 200, done.text
@@ -180,6 +181,30 @@ def _forgeries(provider: Provider) -> dict[str, tuple[str, str]]:
             "the JWT was issued by [https://evil.example/realms/test], not by ",
         ),
         "no exp": (provider.token(exp=None), "the JWT has no [exp] claim"),
+        "nbf not a number": (
+            provider.token(nbf="soon"),
+            "the JWT cannot be read: Not Before claim (nbf) must be an integer.",
+        ),
+        "iat not a number": (
+            provider.token(iat="today"),
+            "the JWT is not valid: Issued At claim (iat) must be an integer.",
+        ),
+        "an empty user": (
+            provider.token(preferred_username=" "),
+            "the JWT's [preferred_username] claim names no user: the user name is empty",
+        ),
+        "a user that is not text": (
+            provider.token(preferred_username=["alice"]),
+            "the JWT's [preferred_username] claim is not text, so it names no user",
+        ),
+        "no user": (
+            provider.token(preferred_username=None, sub=None),
+            "the JWT has no [preferred_username] or [sub] claim to name its user",
+        ),
+        "no kid among several keys": (
+            jwt.encode(provider.claims(), mine.private, "RS256"),
+            "the JWT names no key (kid), and the issuer has 2",
+        ),
         "no aud": (provider.token(aud=None), "the JWT has no [aud] claim"),
         "alg none": (unsigned(provider.claims()), "the JWT is not signed (alg [none])"),
         "alg None": (
@@ -258,6 +283,53 @@ def test_a_jwt_of_an_encryption_or_shared_secret_key_in_the_jwks_is_not_taken(
     assert site.verifier.keys.count == 1
     refused(site.get("/runs", mine.sign(provider.claims(), {"kid": "enc-1"})), 401,
             "the JWT is signed by a key [enc-1] the issuer does not have")  # fmt: skip
+
+
+def test_a_jwt_without_a_kid_uses_a_jwks_of_one_key(
+    make_oidc: MakeOidc, provider: Provider, tmp_path: Any
+) -> None:
+    mine = provider.keys[0]
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps({"keys": [mine.jwk()]}))
+    site = make_oidc(PROCFLOW_OIDC_JWKS=str(path))
+    no_kid = jwt.encode(provider.claims(), mine.private, "RS256")
+    assert site.get("/runs", no_kid).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("discovery", "says"),
+    [
+        (b"{not json", "the answer of [URL] is not JSON"),
+        ([1, 2], "the discovery document [URL] is not a JSON object"),
+        ({"issuer": "ISSUER"}, "the discovery document [URL] has no jwks_uri"),
+        ({"issuer": "ISSUER", "jwks_uri": "http://keys.example.com/certs"},
+         "the discovery document [URL]: its jwks_uri [http://keys.example.com/certs] is plain "
+         "HTTP to another machine: keys fetched over it could be replaced on the way; use https"),
+        ({"issuer": "ISSUER", "jwks_uri": "JWKS"}, "[JWKS] answered 500"),
+        (b"[" + b" " * 1024 * 1024 + b"]", "[URL] answered more than 1048576 bytes"),
+    ],
+    ids=["not json", "not an object", "no jwks_uri", "plain http", "jwks fails", "too large"],
+)  # fmt: skip
+def test_a_discovery_document_keys_cannot_come_from_is_a_503(
+    make_oidc: MakeOidc, provider: Provider, discovery: Any, says: str
+) -> None:
+    site = make_oidc()
+    real = provider.answer
+    url = f"{provider.issuer}/.well-known/openid-configuration"
+    if isinstance(discovery, dict):
+        discovery = {k: v.replace("ISSUER", provider.issuer).replace("JWKS", provider.jwks_url)
+                     for k, v in discovery.items()}  # fmt: skip
+
+    def answer(path: str) -> tuple[int, Any]:
+        if path == DISCOVERY:
+            return 200, discovery
+        return 500, {}
+
+    provider.answer = answer  # type: ignore[method-assign]
+    detail = refused(site.get("/runs", provider.token()), 503, "the identity provider's keys")
+    expected = says.replace("URL", url).replace("JWKS", provider.jwks_url)
+    assert expected in detail, detail
+    provider.answer = real  # type: ignore[method-assign]
 
 
 # --- rotation and the once-a-minute rule ---------------------------------------------------

@@ -120,14 +120,22 @@ def test_a_private_key_in_a_jwks_file_is_not_used(tmp_path: Path, provider: Prov
 
 
 @pytest.mark.parametrize("claim", ["realm_access..roles", ".roles", "roles."])
-def test_a_claim_path_with_an_empty_name_is_refused(claim: str) -> None:
+@pytest.mark.parametrize("setting", ["PROCFLOW_OIDC_ROLES_CLAIM", "PROCFLOW_OIDC_USER_CLAIM"])
+def test_a_claim_path_with_an_empty_name_is_refused(claim: str, setting: str) -> None:
     refused = refusal(
-        PROCFLOW_OIDC_ISSUER=ISSUER, PROCFLOW_OIDC_AUDIENCE=AUDIENCE,
-        PROCFLOW_OIDC_ROLES_CLAIM=claim,
-    )  # fmt: skip
-    assert refused.setting == "PROCFLOW_OIDC_ROLES_CLAIM"
+        PROCFLOW_OIDC_ISSUER=ISSUER, PROCFLOW_OIDC_AUDIENCE=AUDIENCE, **{setting: claim}
+    )
+    assert refused.setting == setting
+    assert str(refused) == f"{setting} [{claim}] is not a claim name or a dotted path of them"
+
+
+@pytest.mark.parametrize("issuer", ["id.example.com/realms/acme", "ftp://id.example.com/x"])
+def test_an_issuer_that_is_not_an_http_url_is_refused(issuer: str) -> None:
+    refused = refusal(PROCFLOW_OIDC_ISSUER=issuer, PROCFLOW_OIDC_AUDIENCE=AUDIENCE)
+    assert refused.setting == "PROCFLOW_OIDC_ISSUER"
     assert str(refused) == (
-        f"PROCFLOW_OIDC_ROLES_CLAIM [{claim}] is not a claim name or a dotted path of them"
+        f"PROCFLOW_OIDC_ISSUER [{issuer}] is not an http(s) URL (procflow fetches its discovery "
+        "document from it)"
     )
 
 

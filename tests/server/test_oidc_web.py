@@ -111,6 +111,34 @@ def test_a_bad_jwt_at_login_says_why(make_oidc: MakeOidc, provider: Provider) ->
     assert login(site, ADMIN_TOKEN).status_code == 303  # the token table still signs in
 
 
+def test_a_jwt_that_ends_within_the_leeway_signs_nobody_in(
+    make_oidc: MakeOidc, provider: Provider
+) -> None:
+    """Taken by the API for another minute, but a session of it would already be over."""
+    site = make_oidc()
+    token = provider.token(exp=int(time.time()) - 30)
+    assert site.get("/runs", token).status_code == 200
+    answer = login(site, token)
+    assert answer.status_code == 401
+    assert alert(answer.text) == "That JWT has expired: get a new one"
+    assert COOKIE not in answer.headers.get("set-cookie", "")
+
+
+def test_a_jwt_with_too_many_roles_for_a_cookie_is_refused_at_login(
+    make_oidc: MakeOidc, provider: Provider
+) -> None:
+    site = make_oidc()
+    token = provider.token(roles=[f"team-{n:04}-members" for n in range(300)])
+    answer = login(site, token)
+    assert answer.status_code == 400
+    assert alert(answer.text) == (
+        "That token gives 300 roles, too many to keep in a session cookie: sign in through an "
+        "authenticating proxy that forwards it as a bearer token instead"
+    )
+    assert COOKIE not in answer.headers.get("set-cookie", "")
+    assert site.get("/ui/runs", token).status_code == 200  # forwarded, it works
+
+
 def test_a_jwt_at_login_while_the_keys_are_out_of_reach_is_a_503(
     make_oidc: MakeOidc, provider: Provider
 ) -> None:
