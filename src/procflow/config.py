@@ -71,6 +71,13 @@ SETTINGS: dict[str, Setting] = {
         Setting("PROCFLOW_FAULTS", None, "fault points that kill the process (crash tests)"),
         Setting("PROCFLOW_API_TOKENS", None, "token=user:role,role;... for the HTTP API"),
         Setting("PROCFLOW_API_TOKENS_FILE", None, "a file of token=user:roles lines"),
+        Setting("PROCFLOW_OIDC_ISSUER", None, "the OpenID Connect issuer whose JWTs are taken"),
+        Setting("PROCFLOW_OIDC_JWKS", None, "the issuer's keys: a JWKS URL or file (discovery)"),
+        Setting("PROCFLOW_OIDC_AUDIENCE", None, "what a JWT's aud must hold (needs the issuer)"),
+        Setting(
+            "PROCFLOW_OIDC_USER_CLAIM", None, "the claim naming the user (preferred_username, sub)"
+        ),
+        Setting("PROCFLOW_OIDC_ROLES_CLAIM", "roles", "the claim (a dotted path) of the roles"),
         Setting("PROCFLOW_WEBHOOK_SECRET", None, "the Standard Webhooks signing secret"),
         Setting("PROCFLOW_LOG_FORMAT", "text", "text or json"),
     )
@@ -111,6 +118,11 @@ class Config:
     faults: str = ""
     api_tokens: str | None = None
     api_tokens_file: str | None = None
+    oidc_issuer: str | None = None
+    oidc_jwks: str | None = None
+    oidc_audience: str | None = None
+    oidc_user_claim: str | None = None  # None: preferred_username, else sub
+    oidc_roles_claim: str | None = None  # None: roles
     webhook_secret: str | None = None
     log_format: str = "text"
 
@@ -136,6 +148,11 @@ class Config:
             faults=text("PROCFLOW_FAULTS") or "",
             api_tokens=text("PROCFLOW_API_TOKENS"),
             api_tokens_file=text("PROCFLOW_API_TOKENS_FILE"),
+            oidc_issuer=text("PROCFLOW_OIDC_ISSUER"),
+            oidc_jwks=text("PROCFLOW_OIDC_JWKS"),
+            oidc_audience=text("PROCFLOW_OIDC_AUDIENCE"),
+            oidc_user_claim=text("PROCFLOW_OIDC_USER_CLAIM"),
+            oidc_roles_claim=text("PROCFLOW_OIDC_ROLES_CLAIM"),
             webhook_secret=text("PROCFLOW_WEBHOOK_SECRET"),
             log_format=_choice(
                 "PROCFLOW_LOG_FORMAT", text("PROCFLOW_LOG_FORMAT"), ("text", "json")

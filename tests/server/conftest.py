@@ -7,7 +7,9 @@
   and the test's store, with its worker; ``start_server(*flags, environ=...)`` starts others.
   Every server still running when its test ends gets SIGTERM.
 
-The token table and the subprocess harness are in ``serving.py`` (``from serving import ...``).
+The token table and the subprocess harness are in ``serving.py`` (``from serving import ...``);
+the test identity provider (``provider``) in ``oidc_provider.py``, and a server taking its JWTs
+(``make_oidc``, SQLite only) in ``oidc_site.py``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pathlib import Path
 
 import pytest
 from api_site import make_site, site  # noqa: F401  (fixtures of the resource route tests)
+from oidc_provider import provider  # noqa: F401  (the test identity provider)
+from oidc_site import make_oidc  # noqa: F401  (a server taking its JWTs)
 from serving import MakeClient, Served, StartServer, subprocess_env
 from starlette.testclient import TestClient
 

@@ -118,8 +118,8 @@ def test_without_tokens_it_says_it_is_loopback_only_and_everyone_is_local(
 ) -> None:
     served = start_server()
     assert (
-        "no PROCFLOW_API_TOKENS: listening on loopback only, every caller is the "
-        "administrator 'local'"
+        "no PROCFLOW_API_TOKENS or PROCFLOW_OIDC_ISSUER: listening on loopback only, every "
+        "caller is the administrator 'local'"
     ) in served.stderr
     # No token needed: a route behind authentication answers the local administrator.
     assert httpx.get(f"{served.base_url}/openapi.json").status_code == 200
@@ -130,9 +130,9 @@ def test_a_non_loopback_host_without_tokens_is_refused(start_server: StartServer
     assert served.wait() == 2
     lines = served.stderr.strip().splitlines()
     assert lines == [
-        "error: refusing to serve on [0.0.0.0] without API tokens: anyone reaching it would be "
-        "an administrator; set PROCFLOW_API_TOKENS (or _FILE), use a loopback address, or pass "
-        "--insecure"
+        "error: refusing to serve on [0.0.0.0] without API tokens or an OpenID Connect issuer: "
+        "anyone reaching it would be an administrator; set PROCFLOW_API_TOKENS (or _FILE) or "
+        "PROCFLOW_OIDC_ISSUER, use a loopback address, or pass --insecure"
     ]
     assert served.stdout == []
 
@@ -320,8 +320,8 @@ def test_insecure_serves_a_non_loopback_host_without_tokens_and_warns() -> None:
     said: list[str] = []
     check_exposure(_options("0.0.0.0", insecure=True), tokens=False, note=said.append)
     assert said == [
-        "WARNING: serving on [0.0.0.0] without API tokens (--insecure): every caller is the "
-        "administrator 'local'"
+        "WARNING: serving on [0.0.0.0] without API tokens or an OpenID Connect issuer "
+        "(--insecure): every caller is the administrator 'local'"
     ]
 
 
@@ -335,7 +335,9 @@ def test_the_refusal_names_the_setting() -> None:
     with pytest.raises(ConfigError) as refused:
         check_exposure(_options("::"), tokens=False, note=print)
     assert refused.value.setting == "PROCFLOW_API_TOKENS"
-    assert str(refused.value).startswith("refusing to serve on [::] without API tokens")
+    assert str(refused.value).startswith(
+        "refusing to serve on [::] without API tokens or an OpenID Connect issuer"
+    )
 
 
 def test_connections_to_the_bound_socket_send_without_delay() -> None:

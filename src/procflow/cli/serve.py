@@ -12,7 +12,7 @@ from procflow.errors import MissingExtraError
 
 __all__ = ["COMMANDS"]
 
-_SERVER_EXTRA = {"starlette", "uvicorn", "jinja2", "prometheus_client"}  # `procflow[server]`
+_SERVER_EXTRA = {"starlette", "uvicorn", "jinja2", "prometheus_client", "jwt"}  # `procflow[server]`
 
 
 @click.command("serve")

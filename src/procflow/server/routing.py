@@ -110,7 +110,7 @@ def routes_of(endpoints: list[Endpoint], state: ServerState) -> list[Route]:
 
 async def answer(endpoint: Endpoint, request: Request, state: ServerState) -> Response:
     try:
-        actor = ADMINISTRATOR if endpoint.public else state.authenticate(request.headers)
+        actor = ADMINISTRATOR if endpoint.public else await state.authenticate(request.headers)
         refuse_nul(request)
         body = await read_body(request)
         return await state.engines.call(_call, endpoint, request, body, actor, state)

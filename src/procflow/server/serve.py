@@ -9,7 +9,6 @@ requests in flight and the worker's attempt, then the process exits 0.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import signal
 import socket
@@ -25,6 +24,7 @@ from procflow.runtime.engine import Engine
 from procflow.runtime.work.observe import Observer
 from procflow.runtime.work.run_logs import with_run_logs
 from procflow.server.app import create_app
+from procflow.server.oidc_keys import is_loopback
 from procflow.server.state import ServerState
 
 __all__ = ["ServeOptions", "bind", "check_exposure", "is_loopback", "serve"]
@@ -65,7 +65,7 @@ def serve(
     previous = {s: signal.signal(s, on_signal) for s in _SIGNALS}
     try:
         state = ServerState.of(options.url, options.project_dir, environ)
-        check_exposure(options, tokens=state.tokens is not None, note=note)
+        check_exposure(options, tokens=not state.open, note=note)
         # The store must open (and, on PostgreSQL, the secret key be there) before anything
         # listens: a server that cannot work is refused at start, not on its first request.
         Engine(options.url, project_dir=options.project_dir, environ=environ, create=False).close()
@@ -110,35 +110,27 @@ class _Server(uvicorn.Server):
 
 
 def check_exposure(options: ServeOptions, *, tokens: bool, note: Callable[[str], None]) -> None:
-    """Without a token table every caller is an administrator: only loopback may reach it."""
+    """Without a token table or an OpenID Connect issuer (``tokens``: either is set) every
+    caller is an administrator: only loopback may reach it."""
     if tokens:
         return
     if is_loopback(options.host):
         note(
-            "no PROCFLOW_API_TOKENS: listening on loopback only, every caller is the "
-            "administrator 'local'"
+            "no PROCFLOW_API_TOKENS or PROCFLOW_OIDC_ISSUER: listening on loopback only, every "
+            "caller is the administrator 'local'"
         )
         return
     if not options.insecure:
         raise ConfigError(
-            f"refusing to serve on [{options.host}] without API tokens: anyone reaching it would "
-            "be an administrator; set PROCFLOW_API_TOKENS (or _FILE), use a loopback address, "
-            "or pass --insecure",
+            f"refusing to serve on [{options.host}] without API tokens or an OpenID Connect "
+            "issuer: anyone reaching it would be an administrator; set PROCFLOW_API_TOKENS (or "
+            "_FILE) or PROCFLOW_OIDC_ISSUER, use a loopback address, or pass --insecure",
             setting="PROCFLOW_API_TOKENS",
         )
     note(
-        f"WARNING: serving on [{options.host}] without API tokens (--insecure): every caller "
-        "is the administrator 'local'"
+        f"WARNING: serving on [{options.host}] without API tokens or an OpenID Connect issuer "
+        "(--insecure): every caller is the administrator 'local'"
     )
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def bind(host: str, port: int) -> socket.socket:

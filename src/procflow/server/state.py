@@ -18,11 +18,13 @@ from procflow.runtime.data.identity import Actor, TokenTable
 from procflow.runtime.engine import Engine
 from procflow.runtime.operations.grouping import TxGroup
 from procflow.server.metrics import ProcessMetrics
+from procflow.server.oidc import Identity, OidcVerifier, looks_like_jwt
 from procflow.server.problems import Problem
 
-__all__ = ["LOCAL", "Engines", "ServerState"]
+__all__ = ["LOCAL", "Engines", "Identity", "ServerState"]
 
-# Without a token table the server listens on loopback only and every caller is this user.
+# Without a token table or an OpenID Connect issuer the server listens on loopback only and
+# every caller is this user.
 LOCAL = Actor("local", frozenset({"admin"}))
 # The threads that run the handlers, each with its engine for the life of the process: half of
 # the 32 connections a process's PostgreSQL pool holds (the worker, its heartbeat and its slot
@@ -31,6 +33,7 @@ LOCAL = Actor("local", frozenset({"admin"}))
 # engine of its own while the retired one's stayed open: after a few bursts the pool was dry
 # and every request waited 30 s for a connection, then failed.
 REQUEST_THREADS = 16
+_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="procflow"'}
 
 _T = TypeVar("_T")
 
@@ -90,29 +93,64 @@ class ServerState:
     engines: Engines
     tokens: TokenTable | None
     environ: Mapping[str, str] = field(default_factory=dict)
+    oidc: OidcVerifier | None = None
 
     @classmethod
     def of(cls, url: str, project_dir: str | None, environ: Mapping[str, str]) -> ServerState:
         config = Config.from_environ(environ)
         tokens = TokenTable.from_config(config)
-        return cls(config, Engines(url, project_dir, environ), tokens, dict(environ))
+        oidc = OidcVerifier.from_config(config)
+        return cls(config, Engines(url, project_dir, environ), tokens, dict(environ), oidc)
 
-    def authenticate(self, headers: Mapping[str, str]) -> Actor:
-        """The caller named by ``Authorization: Bearer <token>`` (401 without one, or with one
-        the table does not hold); without a token table, the local administrator."""
-        if self.tokens is None:
+    @property
+    def open(self) -> bool:
+        """Neither a token table nor an issuer: every caller is the local administrator."""
+        return self.tokens is None and self.oidc is None
+
+    async def authenticate(self, headers: Mapping[str, str]) -> Actor:
+        """The caller named by ``Authorization: Bearer <token or JWT>`` (401 without one, or
+        with one that is not valid; 503 when a JWT's keys cannot be fetched); when
+        :attr:`open`, the local administrator. Keys a JWT needs are fetched on a thread, so
+        the event loop never waits for the identity provider."""
+        if self.open:
             return LOCAL
+        token = self.bearer(headers)
+        if self.oidc is not None and looks_like_jwt(token) and self.oidc.needs_keys(token):
+            await asyncio.get_running_loop().run_in_executor(None, self.oidc.fetch_keys, token)
+        return self._identity(token).actor
+
+    def identify(self, token: str) -> Identity:
+        """Who ``token`` (a JWT or a token of the table) names, and until when: as
+        :meth:`authenticate`, but it may wait for the identity provider (call it on a request
+        thread, not the event loop)."""
+        if self.oidc is not None and looks_like_jwt(token):
+            self.oidc.fetch_keys(token)
+        return self._identity(token)
+
+    def bearer(self, headers: Mapping[str, str]) -> str:
+        """The token of ``Authorization: Bearer <token>``; 401 when there is none."""
         scheme, _, token = headers.get("authorization", "").partition(" ")
-        actor = self.tokens.actor_for_token(token.strip()) if scheme.lower() == "bearer" else None
+        if not token.strip():
+            raise Problem(401, self._wanted(), headers=dict(_CHALLENGE))
+        if scheme.lower() != "bearer":
+            raise Problem(401, "the bearer token is not valid", headers=dict(_CHALLENGE))
+        return token.strip()
+
+    def _identity(self, token: str) -> Identity:
+        if self.oidc is not None and looks_like_jwt(token):
+            return self.oidc.verify(token)
+        actor = self.tokens.actor_for_token(token) if self.tokens is not None else None
         if actor is None:
-            raise Problem(
-                401,
-                "a bearer token from PROCFLOW_API_TOKENS is required"
-                if not token
-                else "the bearer token is not valid",
-                headers={"WWW-Authenticate": 'Bearer realm="procflow"'},
-            )
-        return actor
+            raise Problem(401, "the bearer token is not valid", headers=dict(_CHALLENGE))
+        return Identity(actor)
+
+    def _wanted(self) -> str:
+        if self.oidc is None:
+            return "a bearer token from PROCFLOW_API_TOKENS is required"
+        issuer = self.oidc.settings.issuer
+        if self.tokens is None:
+            return f"a bearer JWT of [{issuer}] is required"
+        return f"a bearer token is required: a JWT of [{issuer}] or one from PROCFLOW_API_TOKENS"
 
     @functools.cached_property
     def metrics(self) -> ProcessMetrics:

@@ -2,11 +2,11 @@
 
 A page is a plain function of a :class:`WebCall` that returns a response; like an API route it
 runs on a thread of the server's pool with that thread's engine, and makes the same engine calls
-the API and the CLI make. Before it runs: the caller is found (the session cookie with a token
-table, else the local administrator; no session: a redirect to ``/ui/login``), a POST's form is
-read (URL-encoded, or multipart for an upload) and its CSRF token checked. Whatever goes wrong
-becomes an HTML page with the status the API would answer and the engine's sentence; no
-traceback ever reaches the browser.
+the API and the CLI make. Before it runs: the caller is found (a bearer an authenticating proxy
+forwards, else the session cookie; without a token table or an issuer, the local administrator;
+no session: a redirect to ``/ui/login``), a POST's form is read (URL-encoded, or multipart for
+an upload) and its CSRF token checked. Whatever goes wrong becomes an HTML page with the status
+the API would answer and the engine's sentence; no traceback ever reaches the browser.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from procflow.runtime.data.identity import Actor
 from procflow.runtime.engine import Engine
 from procflow.server.problems import Problem, problem_for
 from procflow.server.routing import read_body, refuse_nul
-from procflow.server.state import ServerState
+from procflow.server.state import LOCAL, ServerState
 from procflow.server.web.render import html_page
 from procflow.server.web.session import COOKIE, Session, Signer
 
@@ -40,6 +40,7 @@ log = logging.getLogger("procflow.server")
 
 PREFIX = "/ui"
 CSRF_FIELD = "csrf"
+_NOBODY = Session(Actor(""), "", "")  # what a page shows before anyone signed in
 
 
 @dataclass(frozen=True)
@@ -125,10 +126,13 @@ def page_route(
 
 
 async def _answer(ui: WebUi, request: Request, handler: Handler, public: bool) -> Response:
-    session = _session(ui, request)
+    try:
+        session = await _session(ui, request)
+    except Problem as problem:  # a forwarded bearer that is not valid, or keys out of reach
+        return error_page(_NOBODY, problem.status, problem.detail)
     if session is None and not public:
         return _to_login(request)
-    shown = session or Session(Actor(""), "", "")
+    shown = session or _NOBODY
     try:
         refuse_nul(request)
         call = WebCall(request, ui, shown)
@@ -147,11 +151,15 @@ async def _answer(ui: WebUi, request: Request, handler: Handler, public: bool) -
     return await ui.state.engines.call(_call, handler, call)
 
 
-def _session(ui: WebUi, request: Request) -> Session | None:
-    tokens = ui.state.tokens
-    if tokens is None:
-        return ui.signer.local_session(ui.state.authenticate({}))
-    return ui.signer.session_of(request.cookies.get(COOKIE), tokens)
+async def _session(ui: WebUi, request: Request) -> Session | None:
+    """Who calls: the local administrator when no identity is configured; else the bearer an
+    authenticating proxy forwards (``Authorization: Bearer``), else the session cookie."""
+    if ui.state.open:
+        return ui.signer.local_session(LOCAL)
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return ui.signer.forwarded_session(await ui.state.authenticate(request.headers))
+    return ui.signer.session_of(request.cookies.get(COOKIE))
 
 
 def _to_login(request: Request) -> Response:

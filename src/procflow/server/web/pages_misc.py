@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from starlette.responses import RedirectResponse, Response
 
 from procflow.errors import EventError, ProcflowError
+from procflow.server.oidc import looks_like_jwt
 from procflow.server.paging import int_page, page_json
-from procflow.server.problems import problem_for
+from procflow.server.problems import Problem, problem_for
 from procflow.server.web.handling import PREFIX, WebCall
 from procflow.server.web.render import url_with
-from procflow.server.web.session import COOKIE, SESSION_SECONDS
+from procflow.server.web.session import COOKIE, MAX_COOKIE_CHARS
 
 __all__ = [
     "login",
@@ -90,25 +92,53 @@ def send_event(call: WebCall) -> Response:
 
 
 def login_page(call: WebCall) -> Response:
-    if call.ui.state.tokens is None:
-        return RedirectResponse(f"{PREFIX}/runs", status_code=303)
-    return call.page("login.html", "Sign in", next=_next(call.query.get("next")), wrong=False)
+    if call.ui.state.open or call.session.forwarded:  # nothing to sign in to, or signed in
+        return RedirectResponse(_next(call.query.get("next")), status_code=303)
+    return _login_form(call, _next(call.query.get("next")))
 
 
 def login(call: WebCall) -> Response:
-    tokens = call.ui.state.tokens
-    if tokens is None:
-        return RedirectResponse(f"{PREFIX}/runs", status_code=303)
+    """Signs in with a token of the table or a JWT: a session cookie naming the user and the
+    roles they give, ending no later than the JWT does."""
     target = _next(call.form.get("next"))
-    actor = tokens.actor_for_token(call.form.get("token", "").strip())
-    if actor is None:
-        return call.page("login.html", "Sign in", status=401, next=target, wrong=True)
+    if call.ui.state.open:
+        return RedirectResponse(target, status_code=303)
+    token = call.form.get("token", "").strip()
+    try:
+        identity = call.ui.state.identify(token)
+    except Problem as problem:
+        if problem.status == 503:
+            return _login_form(call, target, problem.detail, 503)
+        jwt = call.ui.state.oidc is not None and looks_like_jwt(token)
+        said = f"That JWT is not valid: {problem.detail}" if jwt else "That token is not valid"
+        return _login_form(call, target, said, 401)
+    now = time.time()
+    cookie = call.ui.signer.issue(identity.actor, identity.expires, now)
+    if len(COOKIE) + len(cookie) > MAX_COOKIE_CHARS:
+        return _login_form(call, target, _TOO_MANY_ROLES.format(len(identity.actor.roles)), 400)
+    lasts = call.ui.signer.ends(cookie) - int(now)
+    if lasts < 1:
+        return _login_form(call, target, "That JWT has expired: get a new one", 401)
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(
-        COOKIE, call.ui.signer.issue(actor.user), max_age=SESSION_SECONDS, path=PREFIX,
-        httponly=True, samesite="strict", secure=call.request.url.scheme == "https",
+        COOKIE, cookie, max_age=lasts, path=PREFIX, httponly=True, samesite="strict",
+        secure=call.request.url.scheme == "https",
     )  # fmt: skip
     return response
+
+
+_TOO_MANY_ROLES = (
+    "That token gives {} roles, too many to keep in a session cookie: sign in through an "
+    "authenticating proxy that forwards it as a bearer token instead"
+)
+
+
+def _login_form(call: WebCall, target: str, problem: str = "", status: int = 200) -> Response:
+    state = call.ui.state
+    return call.page(
+        "login.html", "Sign in", status=status, next=target, problem=problem,
+        oidc=state.oidc is not None, tokens=state.tokens is not None,
+    )  # fmt: skip
 
 
 def logout(call: WebCall) -> Response:
