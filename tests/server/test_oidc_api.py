@@ -51,7 +51,7 @@ def test_a_valid_jwt_is_its_user_on_every_route(
     site = make_oidc()
     rsa, ec = provider.keys
     key = ec if alg == "ES256" else rsa_key(rsa.kid, alg)  # one RSA key signs RS* and PS*
-    token = provider.token(key)
+    token = provider.token(key, roles=["operator"])  # the role table: starting needs it
     assert site.get("/runs", token).status_code == 200
     started = site.post("/flows/greet/runs", token, json={"inputs": {}})
     assert started.status_code == 201, started.text
@@ -59,6 +59,26 @@ def test_a_valid_jwt_is_its_user_on_every_route(
     assert site.post(f"/runs/{run_id}/cancel", token).status_code == 200
     assert history_by(site, run_id, "run.started") == ["alice"]
     assert history_by(site, run_id, "run.cancelled") == ["alice"]
+
+
+def test_the_roles_claim_is_what_the_role_table_reads(
+    make_oidc: MakeOidc, provider: Provider
+) -> None:
+    site = make_oidc()
+    reviewer = provider.token()  # roles: [reviewer]
+    refused(
+        site.post("/flows/greet/runs", reviewer, json={"inputs": {}}), 403,
+        "user [alice] may not start runs: that needs the role [operator] (or one above it); "
+        "[alice] has [reviewer]",
+    )  # fmt: skip
+    keycloak = make_oidc(PROCFLOW_OIDC_ROLES_CLAIM="realm_access.roles")
+    admin = provider.token(roles=None, realm_access={"roles": ["admin"]})
+    text = "flow: x\nsteps:\n  - a: { set: { b: 1 } }\n"
+    deployed = keycloak.client.post(
+        "/definitions?filename=x.flow.yaml", content=text,
+        headers={"Authorization": f"Bearer {admin}", "Content-Type": "application/yaml"},
+    )  # fmt: skip
+    assert deployed.status_code == 201, deployed.text
 
 
 def test_the_roles_claim_gives_the_roles_a_task_needs(
@@ -104,11 +124,11 @@ def test_the_user_is_sub_without_preferred_username_or_the_claim_set(
     make_oidc: MakeOidc, provider: Provider
 ) -> None:
     site = make_oidc()
-    token = provider.token(preferred_username=None)
+    token = provider.token(preferred_username=None, roles=["operator"])
     run_id = site.post("/flows/greet/runs", token, json={"inputs": {}}).json()["id"]
     assert history_by(site, run_id, "run.started") == ["f2c5a1d0-0001"]
     site = make_oidc(PROCFLOW_OIDC_USER_CLAIM="email")
-    token = provider.token(email="alice@example.com")
+    token = provider.token(email="alice@example.com", roles=["operator"])
     run_id = site.post("/flows/greet/runs", token, json={"inputs": {}}).json()["id"]
     assert history_by(site, run_id, "run.started") == ["alice@example.com"]
     detail = refused(site.get("/runs", provider.token()), 401, "the JWT has no [email] claim")
