@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 from procflow.model.access import Permission as Permission
 from procflow.model.access import RecordAction as RecordAction
 from procflow.model.access import grants_index
+from procflow.model.schedule import Schedule
 from procflow.model.source import Pos
 
 if TYPE_CHECKING:  # annotations only: reading the IR needs no expression parser
@@ -574,11 +575,12 @@ class Flow:
     pos: Pos
     description: str | None = None
     version: str | None = None
-    trigger: FlowTrigger | None = None
+    trigger: FlowTrigger | None = None  # the event trigger (a list of triggers holds at most one)
     inputs: Mapping[str, InputDecl] = field(default_factory=dict)
     recover: tuple[FlowStep, ...] | None = None
     output: ValueTree | None = None
     connectors: Mapping[str, ConnectorManifest] = field(default_factory=dict)  # those it uses
+    schedules: tuple[Schedule, ...] = ()  # its trigger's schedules, in the file's order
 
 
 Definition = Process | Flow
