@@ -49,6 +49,12 @@ def _records() -> Sequence[click.Command]:
     return records.COMMANDS
 
 
+def _schedules() -> Sequence[click.Command]:
+    from procflow.cli import schedules
+
+    return schedules.COMMANDS
+
+
 def _serve() -> Sequence[click.Command]:
     from procflow.cli import serve
 
@@ -86,6 +92,8 @@ COMMANDS = {
                      "due time."),
     "clock": Listed(_runs, "Show or move a virtual clock (stores created with --virtual-clock)."),
     "db": Listed(_runs, "Create or migrate the store."),
+    "schedules": Listed(_schedules, "Flow schedules: when each fires next, pause, resume, "
+                        "trigger and backfill."),
     "records": Listed(_records, "Entity records (a write fires its lifecycle event)."),
     "events": Listed(_records, "Events from the outside world (delivered to waiting runs, "
                      "starting triggered flows)."),

@@ -19,7 +19,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Self
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from procflow.runtime.definitions.deploy import Deployed
     from procflow.runtime.interpret.intent import RunCtx
     from procflow.runtime.operations.record_calls import RecordCalls
+    from procflow.runtime.schedules.calls import ScheduleCalls
     from procflow.runtime.operations.retention import Cutoff
     from procflow.runtime.transition import Transition
     from procflow.runtime.work.commit import Committer
@@ -165,6 +166,7 @@ class Engine(ListingCalls):
     @functools.cached_property
     def record_calls(self) -> RecordCalls:
         from procflow.runtime.operations.record_calls import RecordCalls
+    from procflow.runtime.schedules.calls import ScheduleCalls
 
         return RecordCalls(self)
 
@@ -222,18 +224,37 @@ class Engine(ListingCalls):
         from procflow.runtime.definitions.deploy import deploy_path
 
         self.acting(user, Action.DEPLOY)
-        return deploy_path(self.catalog, path, self.now(), self.max_file_size)
+        now = self.now()
+        return deploy_path(self.catalog, path, now, self.max_file_size, self._arming(now))
 
     def latest_flow(self, name: str) -> Flow | None:
         """The latest deployed version of flow ``name``; None when ``name`` is not a flow."""
         return self.catalog.latest_flow(name)
 
     def set_enabled(self, name: str, enabled: bool, *, user: Actor | str | None = None) -> None:
-        """A disabled definition starts no new runs; running ones continue."""
+        """A disabled definition starts no new runs (its schedules fire no slot); running ones
+        continue."""
+        from procflow.runtime.schedules.arming import set_disabled
+
         self.acting(user, Action.ENABLE)
         with self.store.tx() as tx:
             if not tx.set_enabled(name, enabled):
                 raise NotFoundError.definition(name)
+            set_disabled(tx, name, not enabled, self.now())
+
+    @staticmethod
+    def _arming(now: int) -> Callable[[Tx, Flow], None]:
+        """What a deploy of a flow does besides storing it: its schedules follow it."""
+        from procflow.runtime.schedules.arming import sync_schedules
+
+        return lambda tx, flow: sync_schedules(tx, flow.name, flow, now)
+
+    @functools.cached_property
+    def schedules(self) -> ScheduleCalls:
+        """Flow schedules: list, show, pause, resume, trigger, backfill."""
+        from procflow.runtime.schedules.calls import ScheduleCalls
+
+        return ScheduleCalls(self, self.acting)
 
     # --- records ----------------------------------------------------------------------------
 
@@ -313,9 +334,14 @@ class Engine(ListingCalls):
     def cancel(self, run_id: str, *, user: Actor | str | None = None) -> None:
         from procflow.runtime.operations.lifecycle import cancel_by_operator
 
+        from procflow.runtime.schedules.firing import release_buffered
+
         by = self.acting(user, Action.CANCEL)
         with self.store.tx() as tx:
             cancel_by_operator(tx, run_id, self.now(), by)
+            cancelled = tx.run(run_id)
+            if cancelled is not None and cancelled.state.get("schedule"):
+                release_buffered(self, tx, [cancelled])  # a slot waited for it
 
     @retry_on_conflict
     def retry(self, run_id: str, *, user: Actor | str | None = None) -> None:
@@ -390,7 +416,10 @@ class Engine(ListingCalls):
         from procflow.runtime.definitions.deploy import deploy_sent
 
         self.acting(user, Action.DEPLOY)
-        done, loaded = deploy_sent(self.catalog, text, file, self.now(), self.max_file_size)
+        now = self.now()
+        done, loaded = deploy_sent(
+            self.catalog, text, file, now, self.max_file_size, self._arming(now)
+        )
         return listing.deploy_report_json(done, loaded.diagnostics)
 
     # --- events and tasks -------------------------------------------------------------------

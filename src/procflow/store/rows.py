@@ -106,3 +106,27 @@ class OutboxRow:
     run_id: str | None
     step: str | None
     created_at: int
+
+
+@dataclass(slots=True)
+class ScheduleRow:
+    """A ``schedules`` row: one schedule of a flow, and its armed slot."""
+
+    key: str  # FLOW, or FLOW/NAME
+    flow: str
+    name: str
+    spec: dict[str, Any]
+    paused: bool = False
+    note: str | None = None
+    disabled: bool = False
+    next_slot: int | None = None
+    due_at: int | None = None
+    buffered: int | None = None
+    open_runs: list[str] = field(default_factory=list)
+    last_slot: int | None = None
+    last_run: str | None = None
+    started: int = 0
+    skipped: int = 0
+    missed: int = 0
+    buffers: int = 0
+    error: str | None = None  # why its last slot could not start its run

@@ -15,6 +15,7 @@ from procflow.store.queries.purge import PurgeQueries
 from procflow.store.queries.records import RecordQueries
 from procflow.store.queries.run_data import RunDataQueries
 from procflow.store.queries.runs import RunQueries
+from procflow.store.queries.schedules import ScheduleQueries
 from procflow.store.queries.tasks import TaskQueries
 from procflow.store.queries.timers import TimerQueries
 from procflow.store.queries.tokens import TokenQueries
@@ -32,6 +33,7 @@ class Tx(
     TokenQueries,
     WaitQueries,
     TimerQueries,
+    ScheduleQueries,
     HistoryQueries,
     EventQueries,
     TaskQueries,

@@ -6,6 +6,8 @@ the entities and seeds the processes run on. Identical content deploys nothing n
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -61,22 +63,32 @@ def compile_text_for_deploy(
     return loaded
 
 
-def deploy_path(catalog: Catalog, path: str, now: int, max_file_size: int) -> list[Deployed]:
+OnFlow = Callable[[Tx, Flow], None]
+"""What else a deploy of a flow does in its transaction (the engine arms its schedules: the
+schedules room is above this one)."""
+
+
+def deploy_path(
+    catalog: Catalog, path: str, now: int, max_file_size: int, on_flow: OnFlow | None = None
+) -> list[Deployed]:
     """Validate ``path`` completely, then store its new versions in one transaction."""
     loaded, source = compile_for_deploy(path, catalog.project_dir, max_file_size)
-    return _store(catalog, loaded, source, now)
+    return _store(catalog, loaded, source, now, on_flow)
 
 
 def deploy_sent(
-    catalog: Catalog, text: str, file: str, now: int, max_file_size: int
-) -> tuple[list[Deployed], Loaded]:
+    catalog: Catalog, text: str, file: str, now: int, max_file_size: int,
+    on_flow: OnFlow | None = None,
+) -> tuple[list[Deployed], Loaded]:  # fmt: skip
     """Deploy a file's text sent as ``file`` (see ``compile_text_for_deploy``); also returns
     what compiling it found (its warnings)."""
     loaded = compile_text_for_deploy(text, file, catalog.project_dir, max_file_size)
-    return _store(catalog, loaded, loaded.source, now), loaded
+    return _store(catalog, loaded, loaded.source, now, on_flow), loaded
 
 
-def _store(catalog: Catalog, loaded: Loaded, source: str, now: int) -> list[Deployed]:
+def _store(
+    catalog: Catalog, loaded: Loaded, source: str, now: int, on_flow: OnFlow | None
+) -> list[Deployed]:
     definition = loaded.definition
     assert definition is not None
     project = catalog.project_dir or definition.project_dir
@@ -88,7 +100,10 @@ def _store(catalog: Catalog, loaded: Loaded, source: str, now: int) -> list[Depl
             lookback = longest_lookback(FlowIndex(definition))
             if lookback > event_retention(tx):
                 tx.meta_set("event_retention", str(lookback))
-        return deploy(tx, definition, source, definition.file, project, now)
+        done = deploy(tx, definition, source, definition.file, project, now)
+        if isinstance(definition, Flow) and on_flow is not None:
+            on_flow(tx, definition)
+        return done
 
 
 def longest_lookback(index: FlowIndex) -> int:

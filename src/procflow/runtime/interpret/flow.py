@@ -156,7 +156,7 @@ class Machine:
 
     def env(self) -> dict[str, Any]:
         run = self.fc.run
-        names = run_names(run.id, run.started_at)
+        names = run_names(run.id, run.started_at, self.state.get("schedule"))
         return environment(self.flow, self.index, self.state, names, self.item)
 
     def item(self, path: str, n: int) -> Any:

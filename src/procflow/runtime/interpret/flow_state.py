@@ -183,8 +183,13 @@ def environment(
     return env
 
 
-def run_names(run_id: str, started_at: int) -> dict[str, Any]:
-    return {"id": run_id, "started_at": iso(started_at)}
+def run_names(
+    run_id: str, started_at: int, schedule: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """``run`` in expressions; ``scheduled_at``: the slot of the schedule that started the run
+    (its nominal instant, before jitter), null in any other run."""
+    slot = None if schedule is None else iso(int(schedule["slot"]))
+    return {"id": run_id, "started_at": iso(started_at), "scheduled_at": slot}
 
 
 def to_json(value: Any) -> Any:

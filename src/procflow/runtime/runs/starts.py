@@ -69,12 +69,17 @@ def insert_flow_run(
     now: int,
     start_key: str | None = None,
     by: str | None = None,
+    schedule: tuple[str, int] | None = None,
 ) -> str | None:
     """A run of ``flow`` with checked ``inputs``; None when ``start_key`` was used before.
-    ``by``: as for :func:`insert_intent_run`."""
+    ``by``: as for :func:`insert_intent_run`. ``schedule``: the schedule and slot that start
+    it (kept in the run's state: ``runs show`` and ``run.scheduled_at`` read it)."""
+    state = initial_state()
+    if schedule is not None:
+        state["schedule"] = {"name": schedule[0], "slot": schedule[1]}
     run = RunRow(
         id=new_run_id(), version_id=version_id, name=flow.name, dialect="flow",
-        status=RunStatus.RUNNING, started_at=now, start_key=start_key, state=initial_state(),
+        status=RunStatus.RUNNING, started_at=now, start_key=start_key, state=state,
     )  # fmt: skip
     if not tx.insert_run(run):
         return None

@@ -22,9 +22,10 @@ from procflow.runtime.operations.lifecycle import on_record_write
 from procflow.runtime.runs.host import RunHost
 from procflow.runtime.transition import Transition
 from procflow.runtime.waits.delivery import resolve_lookbacks
+from procflow.runtime.schedules.firing import release_buffered
 from procflow.runtime.work.incidents import IncidentCtx
 from procflow.runtime.work.lease import Lease
-from procflow.states import RunStatus
+from procflow.states import ENDED, RunStatus
 from procflow.store.rows import RunRow, TokenRow
 from procflow.store.store import RunImage, Tx, run_image
 
@@ -76,6 +77,10 @@ class Committer:
             for write in writes:
                 if write is not None:
                     on_record_write(self.host, tx, "onUpdate", *write, now)
+            # A run a schedule started ended: a slot buffered behind it (buffer_one) starts.
+            ended = [rc.run for rc, _ in done if rc.run.status in ENDED]
+            if any(run.state.get("schedule") for run in ended):
+                release_buffered(self.host, tx, ended)
         self._remember_saved(batch, images, accepted, wall)
         faults.point("after_commit")
         return accepted

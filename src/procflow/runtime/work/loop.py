@@ -31,6 +31,7 @@ from procflow.runtime.transition import Transition
 from procflow.runtime.work.advancing import Advancer, Ctx, Failed, Outcome
 from procflow.runtime.work.commit import Committer, Step
 from procflow.runtime.work.slots import Lane, Slots
+from procflow.runtime.schedules.firing import fire_due
 from procflow.runtime.work.timers import fire_due_timers
 from procflow.runtime.work.watchdog import SLOW_SECONDS, Hijacked, Watchdog
 from procflow.states import RunStatus
@@ -209,7 +210,8 @@ class WorkLoop:
         """Fire due timers, then lease up to a batch of runs with ready work: (timers fired,
         the runs, their tokens, their trigger records)."""
         until, reader = self.lease.until(wall), self.store.read()
-        if not reader.has_due_timer(now):
+        due = reader.next_due()  # timers and schedule slots: one probe of each index
+        if due is None or due > now:
             # Nothing to fire: the claim is one statement, atomic on its own, and needs no
             # transaction around it (BEGIN and COMMIT are two round trips on PostgreSQL).
             claimed = reader.claim_runs(self.lease.owner, wall, until, self.batch)
@@ -217,11 +219,21 @@ class WorkLoop:
                 return 0, [], [], {}
             tokens = reader.tokens_of_runs([r.id for r in claimed])
             return 0, claimed, tokens, _records_of(reader, claimed)
+        slots = self.fire_schedules(now)  # each schedule in a transaction of its own
         with self.store.tx() as tx:
-            fired = fire_due_timers(self.host, tx, now, wall, self.batch)
+            fired = slots + fire_due_timers(self.host, tx, now, wall, self.batch)
             claimed = tx.claim_runs(self.lease.owner, wall, until, self.batch)
             tokens = tx.tokens_of_runs([r.id for r in claimed])
             return fired, claimed, tokens, _records_of(tx, claimed)
+
+    def fire_schedules(self, now: int) -> int:
+        """Fire the schedule slots due by ``now`` (each in its own transaction) and tell the
+        observer; returns how many slots fired (each is work done, whatever it started)."""
+        fired = fire_due(self.host, now, self.batch)
+        observer = self.advancer.observer
+        for row, outcome in fired:
+            observer.slots_fired(row.flow, row.name, outcome)
+        return len(fired)
 
     def commit(self, batch: list[Step], now: int) -> list[Step] | None:
         """Commit ``batch``; returns the steps committed (None: the store rolled the batch back

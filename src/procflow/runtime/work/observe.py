@@ -30,6 +30,7 @@ from typing import Any, Protocol, TypeVar, cast
 from procflow.runtime.clock import store_now
 from procflow.runtime.interpret import deadlines
 from procflow.runtime.operations.listing import WAIT_KINDS
+from procflow.runtime.schedules.firing import Fired
 from procflow.runtime.transition import Transition
 from procflow.states import FINISHED, TokenState
 from procflow.store.rows import RunRow, TokenRow
@@ -78,6 +79,9 @@ class Observer:
     def committed(self, steps: Sequence[tuple[AttemptCtx, Transition]]) -> None:
         """The transitions of ``steps`` are committed."""
 
+    def slots_fired(self, flow: str, schedule: str, fired: Fired) -> None:
+        """A schedule's due slot fired (committed): what it started, skipped, missed, buffered."""
+
 
 NO_OBSERVER = Observer()
 
@@ -96,6 +100,10 @@ class Observers(Observer):
     def committed(self, steps: Sequence[tuple[AttemptCtx, Transition]]) -> None:
         for observer in self.observers:
             observer.committed(steps)
+
+    def slots_fired(self, flow: str, schedule: str, fired: Fired) -> None:
+        for observer in self.observers:
+            observer.slots_fired(flow, schedule, fired)
 
 
 def attempt_seconds() -> float | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from procflow.store.codec import chunks
+from procflow.store.queries.timers import FIRST_SCHEDULE, FIRST_TIMER
 from procflow.store.queries.base import LIVE_SQL, Queries, marks
 from procflow.store.queries.runs import RUN_COLS, RunImage, run_row
 from procflow.store.rows import RunRow
@@ -120,13 +121,15 @@ class LeaseQueries(Queries):
         return (None, None) if row is None else (row[0], row[1])
 
     def next_wake_times(self) -> tuple[int | None, int | None]:
-        """(the next timer's due time, the first lease expiry on ready work): what an idle
+        """(the next timer's or schedule slot's due time, the first lease expiry on ready work): what an idle
         worker waits for, in one statement."""
         row = self.c.execute(
-            "SELECT (SELECT min(due_at) FROM timers), (SELECT min(lease_until) FROM runs "
+            f"SELECT ({FIRST_TIMER}), ({FIRST_SCHEDULE}), (SELECT min(lease_until) FROM runs "
             "WHERE status='running' AND lease_until IS NOT NULL)"
         ).fetchone()
-        due, expiry = (None, None) if row is None else row
+        timer, schedule, expiry = (None, None, None) if row is None else row
+        dues = [d for d in (timer, schedule) if d is not None]
+        due = min(dues) if dues else None
         return (
             None if due is None else int(due),
             None if expiry is None else int(expiry),

@@ -75,6 +75,11 @@ class RunQueries(Queries):
         ).fetchone()
         return None if row is None else run_row(row)
 
+    def run_by_start_key(self, start_key: str) -> str | None:
+        """The id of the run started with ``start_key`` (a schedule's slot), if any."""
+        row = self.c.execute("SELECT id FROM runs WHERE start_key=?", (start_key,)).fetchone()
+        return None if row is None else str(row[0])
+
     def runs_by_id(self, run_ids: Sequence[str]) -> dict[str, RunRow]:
         out: dict[str, RunRow] = {}
         for chunk in chunks(list(run_ids)):

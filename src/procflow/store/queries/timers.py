@@ -7,6 +7,10 @@ from collections.abc import Sequence
 from procflow.store.queries.base import Queries
 from procflow.store.rows import TimerRow
 
+FIRST_TIMER = "SELECT due_at FROM timers ORDER BY due_at LIMIT 1"
+FIRST_SCHEDULE = (
+    "SELECT due_at FROM schedules WHERE due_at IS NOT NULL ORDER BY due_at LIMIT 1"
+)  # SQLite sorts NULLs first: the armed ones only
 DELETE_TIMERS_OF_TOKEN = "DELETE FROM timers WHERE token_id=?"
 _DELETE_OF_TOKENS = "DELETE FROM timers WHERE token_id = ANY(?::bigint[])"
 _DELETE = "DELETE FROM timers WHERE id=?"
@@ -27,12 +31,12 @@ class TimerQueries(Queries):
         self.c.execute("DELETE FROM timers WHERE run_id=?", (run_id,))
 
     def has_due_timer(self, now: int) -> bool:
-        """Whether any timer is due by ``now``: the earliest due time, one probe of the
-        due-time index. (Asked as ``due_at<=? LIMIT 1``, PostgreSQL's generic plan expects a
-        third of the timers to match and scans the table for the first: every timer read, on
-        every claim, while all of them lie in the future.)"""
-        row = self.c.execute("SELECT due_at FROM timers ORDER BY due_at LIMIT 1").fetchone()
-        return row is not None and int(row[0]) <= now
+        """Whether any timer or schedule is due by ``now``: the earliest due time of each, one
+        probe of each due-time index, in one statement. (Asked as ``due_at<=? LIMIT 1``,
+        PostgreSQL's generic plan expects a third of the timers to match and scans the table
+        for the first: every timer read, on every claim, while all of them lie in the future.)"""
+        due = self.next_due()
+        return due is not None and due <= now
 
     def due_timers_free(self, now: int, wall: int, limit: int) -> list[TimerRow]:
         """Timers due by the engine clock ``now`` of runs no live worker holds (leases run on
@@ -61,5 +65,7 @@ class TimerQueries(Queries):
         self.b.batch(_DELETE, _DELETE_ARRAY, [(i,) for i in timer_ids])
 
     def next_due(self) -> int | None:
-        row = self.c.execute("SELECT min(due_at) FROM timers").fetchone()
-        return None if row is None or row[0] is None else int(row[0])
+        """The earliest due time of a timer or an armed schedule slot."""
+        row = self.c.execute(f"SELECT ({FIRST_TIMER}), ({FIRST_SCHEDULE})").fetchone()
+        found = [int(v) for v in (row or ()) if v is not None]
+        return min(found) if found else None

@@ -1,0 +1,155 @@
+"""Flow schedules: `schedules list|show|pause|resume|trigger|backfill`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from procflow.cli import _engine
+from procflow.cli.options import as_option, db_option, json_option, page_options
+from procflow.cli.output import echo_json, echo_page, more_line
+from procflow.errors import UsageError
+
+NAME = "NAME"  # how a schedule is addressed: FLOW (a lone schedule) or FLOW/SCHEDULE
+
+
+@click.group()
+def schedules() -> None:
+    """Flow schedules: when each fires next, pause, resume, trigger and backfill."""
+
+
+@schedules.command("list")
+@page_options("schedules", str)
+@db_option
+@json_option
+def schedules_list(limit: int, before: str | None, db_url: str, as_json: bool) -> None:
+    """Every schedule, by name, a page at a time: its spec, state, next slots, last run and
+    counts."""
+    with _engine.engine_at(db_url) as engine:
+        page = engine.schedules.page(limit=limit, after=before)
+    echo_page(
+        page.items, more_line("schedules", page.next_key), as_json, _line, "no schedules"
+    )
+
+
+def _line(s: dict[str, Any]) -> str:
+    state = s["state"] + (f" ({s['note']})" if s.get("note") else "")
+    upcoming = ", ".join(s["next"]) or "—"
+    last = s["last"]
+    last_text = f"{last['slot']} → {last['run_id']}" if last else "—"
+    counts = s["counts"]
+    return (
+        f"{s['name']:<28} {s['spec']:<32} {state:<10} next {upcoming}  last {last_text}  "
+        f"started {counts['started']} skipped {counts['skipped']} missed {counts['missed']}"
+    )
+
+
+@schedules.command("show")
+@click.argument("name", metavar=NAME)
+@click.option("--next", "next_count", default=3, show_default=True, help="How many next slots.")
+@db_option
+@json_option
+def schedules_show(name: str, next_count: int, db_url: str, as_json: bool) -> None:
+    """One schedule: FLOW for a lone one, FLOW/SCHEDULE in a list of triggers."""
+    with _engine.engine_at(db_url) as engine:
+        shown = engine.schedules.show(name, next_count)
+    if as_json:
+        echo_json(shown)
+        return
+    click.echo(_line({**shown, "next": shown["next"][:1]}))
+    for slot in shown["next"]:
+        click.echo(f"  next {slot}")
+
+
+@schedules.command("pause")
+@click.argument("name", metavar=NAME)
+@click.option("--note", help="Why it is paused (shown with its state).")
+@as_option("NAME needs the role deployer.")
+@db_option
+@json_option
+def schedules_pause(
+    name: str, note: str | None, user: str | None, db_url: str, as_json: bool
+) -> None:
+    """Stop a schedule firing (its flow stays enabled); no slot is counted missed meanwhile."""
+    with _engine.engine_at(db_url) as engine:
+        shown = engine.schedules.pause(name, note, user=user)
+    echo_json(shown) if as_json else click.echo(f"paused {name}")
+
+
+@schedules.command("resume")
+@click.argument("name", metavar=NAME)
+@as_option("NAME needs the role deployer.")
+@db_option
+@json_option
+def schedules_resume(name: str, user: str | None, db_url: str, as_json: bool) -> None:
+    """Arm a paused schedule's first slot after now."""
+    with _engine.engine_at(db_url) as engine:
+        shown = engine.schedules.resume(name, user=user)
+    if as_json:
+        echo_json(shown)
+    else:
+        click.echo(f"resumed {name}: next {shown['next'][0] if shown['next'] else '—'}")
+
+
+@schedules.command("trigger")
+@click.argument("name", metavar=NAME)
+@click.option(
+    "--overlap", type=click.Choice(["allow"]), help="Start even while its runs are open."
+)
+@as_option("NAME needs the role operator.")
+@db_option
+@json_option
+def schedules_trigger(
+    name: str, overlap: str | None, user: str | None, db_url: str, as_json: bool
+) -> None:
+    """Start one run now, as a slot at the current instant (the schedule's overlap applies)."""
+    with _engine.engine_at(db_url) as engine:
+        report = engine.schedules.trigger(name, allow_overlap=overlap == "allow", user=user)
+    if as_json:
+        echo_json(report)
+    elif report["started"]:
+        click.echo(report["started"][0])
+    else:
+        why = "buffered until its open run ends" if report["buffered"] else "skipped"
+        click.echo(f"started nothing: {why} (overlap)")
+
+
+@schedules.command("backfill")
+@click.argument("name", metavar=NAME)
+@click.option("--from", "from_", required=True, metavar="TIMESTAMP", help="The window's start.")
+@click.option("--to", "to", required=True, metavar="TIMESTAMP", help="The window's end.")
+@click.option("--dry-run", is_flag=True, help="List the slots; start nothing.")
+@as_option("NAME needs the role deployer.")
+@db_option
+@json_option
+def schedules_backfill(
+    name: str, from_: str, to: str, dry_run: bool, user: str | None, db_url: str,
+    as_json: bool,
+) -> None:  # fmt: skip
+    """One run for every slot in [--from, --to] that has none yet, oldest first."""
+    from procflow.runtime.clock import from_iso
+
+    start, end = _instant(from_, "--from", from_iso), _instant(to, "--to", from_iso)
+    with _engine.engine_at(db_url) as engine:
+        report = engine.schedules.backfill(name, start, end, dry_run=dry_run, user=user)
+    if as_json:
+        echo_json(report)
+        return
+    for slot in report["slots"]:
+        mark = "started" if slot["started"] else "has run" if slot["run_id"] else "would start"
+        click.echo(f"{slot['slot']}  {mark}  {slot['run_id'] or ''}".rstrip())
+    started = sum(s["started"] for s in report["slots"])
+    click.echo(f"{len(report['slots'])} slots, {started} runs started", err=True)
+
+
+def _instant(text: str, flag: str, parse: Any) -> int:
+    try:
+        return int(parse(text))
+    except ValueError:
+        raise UsageError(
+            f"{flag} must be a timestamp like 2027-01-01T00:00:00Z, not [{text}]"
+        ) from None
+
+
+COMMANDS: list[click.Command] = [schedules]

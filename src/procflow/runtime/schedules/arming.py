@@ -1,0 +1,67 @@
+"""What changes a schedule row outside firing: a deploy (new, changed, removed schedules), the
+flow's enable and disable, pause and resume.
+
+A schedule belongs to its flow's name and follows the newest version: a deploy that changes its
+spec re-arms it from the current instant on (nothing retroactive), one that removes it deletes
+its row. A disabled flow's schedules and a paused schedule have nothing armed, so no slot fires
+and none is counted missed; enabling or resuming arms the first slot after the current instant.
+"""
+
+from __future__ import annotations
+
+from procflow.model.ir import Flow
+from procflow.runtime.schedules.slots import calendar, due_time
+from procflow.store.rows import ScheduleRow
+from procflow.store.store import Tx
+
+__all__ = ["arm", "schedule_key", "set_disabled", "sync_schedules"]
+
+
+def schedule_key(flow: Flow, name: str) -> str:
+    """How commands address a schedule: ``FLOW`` for a lone one, else ``FLOW/NAME``."""
+    return flow.name if name == flow.name else f"{flow.name}/{name}"
+
+
+def arm(row: ScheduleRow, after: int) -> None:
+    """Arm ``row``'s first slot after the instant ``after`` (nothing while it is paused or its
+    flow disabled, or once its calendar has ended)."""
+    slot = None if row.paused or row.disabled else calendar(row.spec).next_after(after)
+    row.next_slot = slot
+    row.due_at = None if slot is None else due_time(row.spec, slot)
+
+
+def sync_schedules(tx: Tx, flow_name: str, flow: Flow | None, now: int) -> None:
+    """Bring the schedule rows of ``flow_name`` in line with ``flow``, its newest version (None:
+    the name is no longer a flow): new ones armed, changed ones re-armed from ``now``, removed
+    ones deleted; unchanged ones keep their armed slot and counts."""
+    existing = {row.key: row for row in tx.schedules_of_flow(flow_name, lock=True)}
+    wanted = {schedule_key(flow, s.name): s for s in flow.schedules} if flow is not None else {}
+    for key in existing.keys() - wanted.keys():
+        tx.delete_schedule(key)
+    disabled = _disabled(tx, flow_name)
+    for key, schedule in wanted.items():
+        spec = schedule.spec()
+        row = existing.get(key)
+        if row is None:
+            row = ScheduleRow(key, flow_name, schedule.name, spec, disabled=disabled)
+            arm(row, now)
+            tx.insert_schedule(row)
+        elif row.spec != spec:
+            row.spec, row.buffered = spec, None
+            arm(row, now)
+            tx.save_schedule(row)
+
+
+def set_disabled(tx: Tx, flow_name: str, disabled: bool, now: int) -> None:
+    """The flow ``flow_name`` was disabled (nothing armed) or enabled (armed from ``now``)."""
+    for row in tx.schedules_of_flow(flow_name, lock=True):
+        if row.disabled == disabled:
+            continue
+        row.disabled = disabled
+        arm(row, now)
+        tx.save_schedule(row)
+
+
+def _disabled(tx: Tx, name: str) -> bool:
+    found = tx.latest_version_enabled(name)
+    return found is not None and not found[1]

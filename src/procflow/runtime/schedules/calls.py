@@ -1,0 +1,226 @@
+"""What the faces ask of schedules, each call one transaction: list and show them, pause and
+resume one, trigger one by hand, backfill a window; and the one JSON shape every face shows.
+
+A schedule is addressed as its flow's name (a lone schedule) or ``FLOW/NAME``. Bad input — an
+unknown schedule, a backfill window that is empty, unbounded or holds too many slots, a trigger on
+a disabled flow — is a :class:`~procflow.errors.UsageError` (or ``NotFoundError``) and changes
+nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from procflow.errors import NotFoundError, UsageError
+from procflow.model.schedule import Overlap
+from procflow.runtime.clock import iso
+from procflow.runtime.data.access import Action
+from procflow.runtime.operations.listing import Page, check_limit
+from procflow.runtime.runs.host import RunHost
+from procflow.runtime.schedules.arming import arm
+from procflow.runtime.schedules.firing import MAX_SLOTS, Fired, slot_key, start_slot
+from procflow.runtime.schedules.slots import calendar
+from procflow.store.rows import ScheduleRow
+from procflow.store.store import Tx
+
+__all__ = [
+    "ScheduleCalls",
+    "backfill",
+    "locked",
+    "pause",
+    "resume",
+    "schedule_json",
+    "trigger",
+]
+
+
+def locked(tx: Tx, key: str) -> ScheduleRow:
+    """The schedule ``key``, locked for a change; NotFoundError naming the known ones."""
+    row = tx.schedule(key, lock=True)
+    if row is None:
+        raise NotFoundError(f"no schedule [{key}]{_known(tx, key)}", kind="schedule", key=key)
+    return row
+
+
+def _known(tx: Tx, key: str) -> str:
+    flow = key.split("/", 1)[0]
+    names = [r.key for r in tx.schedules_of_flow(flow)]
+    return f"; [{flow}] has {', '.join(names)}" if names else ""
+
+
+def pause(tx: Tx, key: str, note: str | None) -> ScheduleRow:
+    """Stop ``key`` firing (nothing armed, no slot counted missed) until :func:`resume`."""
+    row = locked(tx, key)
+    row.paused, row.note = True, note
+    arm(row, 0)
+    tx.save_schedule(row)
+    return row
+
+
+def resume(tx: Tx, key: str, now: int) -> ScheduleRow:
+    """Arm ``key``'s first slot after ``now`` again."""
+    row = locked(tx, key)
+    row.paused, row.note = False, None
+    arm(row, now)
+    tx.save_schedule(row)
+    return row
+
+
+def trigger(host: RunHost, tx: Tx, key: str, now: int, *, allow_overlap: bool) -> Fired:
+    """Start one run now, as a slot at ``now`` (overlap applies unless ``allow_overlap``)."""
+    row = locked(tx, key)
+    if row.disabled:
+        raise UsageError(f"[{row.flow}] is disabled; enable it to start runs")
+    fired = Fired()
+    overlap = Overlap.ALLOW if allow_overlap else Overlap(row.spec["overlap"])
+    start_slot(host, tx, row, now, now, fired, _open(tx, row), overlap)
+    _add(row, fired)
+    tx.save_schedule(row)
+    return fired
+
+
+def backfill(
+    host: RunHost, tx: Tx, key: str, from_: int, to: int, now: int, *, dry_run: bool
+) -> list[dict[str, Any]]:
+    """One run for every slot of ``key`` in [``from_``, ``to``] (the schedule as it is now)
+    that has none yet, oldest first, overlap ignored; ``dry_run``: only list them. Each slot:
+    ``{slot, run_id, started}`` (``run_id`` of the run it has, or got)."""
+    row = locked(tx, key)
+    if to < from_:
+        raise UsageError(f"the backfill window ends ({iso(to)}) before it begins ({iso(from_)})")
+    if to > now:
+        raise UsageError(f"the backfill window ends after the current instant ({iso(now)})")
+    slots = calendar(row.spec).slots_between(from_ - 1, to, MAX_SLOTS + 1)
+    if len(slots) > MAX_SLOTS:
+        raise UsageError(
+            f"the window holds more than {MAX_SLOTS} slots of [{key}]; backfill a shorter one"
+        )
+    out: list[dict[str, Any]] = []
+    fired = Fired()
+    for slot in slots:
+        existing = tx.run_by_start_key(slot_key(key, slot))
+        if existing is not None or dry_run:
+            out.append({"slot": iso(slot), "run_id": existing, "started": False})
+            continue
+        before = len(fired.started)
+        start_slot(host, tx, row, slot, now, fired, [], Overlap.ALLOW)
+        run_id = fired.started[-1] if len(fired.started) > before else None
+        out.append({"slot": iso(slot), "run_id": run_id, "started": run_id is not None})
+    _add(row, fired)
+    tx.save_schedule(row)
+    return out
+
+
+def _open(tx: Tx, row: ScheduleRow) -> list[Any]:
+    from procflow.states import ENDED
+
+    runs = tx.runs_by_id(row.open_runs) if row.open_runs else {}
+    return [r for r in runs.values() if r.status not in ENDED]
+
+
+def _add(row: ScheduleRow, fired: Fired) -> None:
+    row.started += len(fired.started)
+    row.skipped += fired.skipped
+    row.buffers += fired.buffered
+
+
+def schedule_json(row: ScheduleRow, next_count: int = 3) -> dict[str, Any]:
+    """A schedule as every face shows it (``schedules list --json`` items, ``show``)."""
+    upcoming: list[str] = []
+    if row.next_slot is not None:
+        upcoming.append(iso(row.next_slot))
+        cal, slot = calendar(row.spec), row.next_slot
+        while len(upcoming) < next_count:
+            following = cal.next_after(slot)
+            if following is None:
+                break
+            upcoming.append(iso(following))
+            slot = following
+    return {
+        "name": row.key, "flow": row.flow, "schedule": row.name,
+        "spec": calendar(row.spec).describe(), "state": _state(row), "note": row.note,
+        "overlap": row.spec.get("overlap"), "missed": row.spec.get("missed"),
+        "next": upcoming, "due_at": iso(row.due_at) if row.due_at is not None else None,
+        "buffered": iso(row.buffered) if row.buffered is not None else None,
+        "last": (
+            {"slot": iso(row.last_slot), "run_id": row.last_run}
+            if row.last_slot is not None else None
+        ),
+        "counts": {
+            "started": row.started, "skipped": row.skipped, "missed": row.missed,
+            "buffered": row.buffers,
+        },
+    }  # fmt: skip
+
+
+def _state(row: ScheduleRow) -> str:
+    if row.disabled:
+        return "disabled"
+    if row.paused:
+        return "paused"
+    return "active" if row.next_slot is not None else "ended"
+
+
+Acting = Callable[[Any, Action], "str | None"]
+"""The engine's ``acting``: who asks, refused unless the role table allows the action."""
+
+
+class ScheduleCalls:
+    """``engine.schedules``: every face's schedule calls, one transaction each. ``user`` (an
+    Actor, a name or None) is checked against the role table: trigger needs ``operator``;
+    pause, resume and backfill ``deployer``."""
+
+    def __init__(self, host: RunHost, acting: Acting) -> None:
+        self.host, self.acting = host, acting
+
+    def page(self, *, limit: int = 50, after: str | None = None) -> Page[str]:
+        """Schedules by name (``FLOW`` or ``FLOW/NAME``), after the one named ``after``."""
+        check_limit(limit)
+        rows = self.host.store.read().schedules_after(after, limit + 1)
+        kept = rows[:limit]
+        more = len(rows) > limit
+        return Page([schedule_json(r) for r in kept], kept[-1].key if more else None)
+
+    def show(self, key: str, next_count: int = 3) -> dict[str, Any]:
+        if not 1 <= next_count <= MAX_SLOTS:
+            raise UsageError(f"--next takes 1 to {MAX_SLOTS} slots, not {next_count}")
+        row = self.host.store.read().schedule(key)
+        if row is None:
+            raise NotFoundError(
+                f"no schedule [{key}]{_known(self.host.store.read(), key)}",
+                kind="schedule", key=key,
+            )  # fmt: skip
+        return schedule_json(row, next_count)
+
+    def pause(self, key: str, note: str | None = None, *, user: Any = None) -> dict[str, Any]:
+        self.acting(user, Action.PAUSE_SCHEDULE)
+        with self.host.store.tx() as tx:
+            return schedule_json(pause(tx, key, note))
+
+    def resume(self, key: str, *, user: Any = None) -> dict[str, Any]:
+        self.acting(user, Action.PAUSE_SCHEDULE)
+        with self.host.store.tx() as tx:
+            return schedule_json(resume(tx, key, self.host.now()))
+
+    def trigger(
+        self, key: str, *, allow_overlap: bool = False, user: Any = None
+    ) -> dict[str, Any]:
+        """One run now, as a slot at the current instant: ``{name, started, skipped,
+        buffered}`` (``started``: the run ids)."""
+        self.acting(user, Action.TRIGGER_SCHEDULE)
+        with self.host.store.tx() as tx:
+            fired = trigger(self.host, tx, key, self.host.now(), allow_overlap=allow_overlap)
+        return {
+            "name": key, "started": fired.started, "skipped": fired.skipped,
+            "buffered": fired.buffered,
+        }  # fmt: skip
+
+    def backfill(
+        self, key: str, from_: int, to: int, *, dry_run: bool = False, user: Any = None
+    ) -> dict[str, Any]:
+        """``{name, dry_run, slots: [{slot, run_id, started}]}`` (see :func:`backfill`)."""
+        self.acting(user, Action.BACKFILL_SCHEDULE)
+        with self.host.store.tx() as tx:
+            slots = backfill(self.host, tx, key, from_, to, self.host.now(), dry_run=dry_run)
+        return {"name": key, "dry_run": dry_run, "slots": slots}
