@@ -24,6 +24,7 @@ from procflow.runtime.data.identity import ADMINISTRATOR, Actor
 from procflow.runtime.engine import Engine
 from procflow.server.problems import Problem, problem_for, problem_response
 from procflow.server.state import ServerState
+from procflow.store.codec import depth_problem
 
 __all__ = ["Call", "Endpoint", "json_response", "routes_of"]
 
@@ -68,16 +69,21 @@ class Call:
         return parse_json(self.body)
 
 
-def parse_json(body: bytes) -> Any:
+def parse_json(body: bytes, what: str = "the body") -> Any:
+    """``body`` (``what``: how a refusal names it) as JSON; 400 when it is not UTF-8 text, not
+    JSON, or nested deeper than every face allows (checked before parsing, which recurses once
+    per level; the engine checks the values it is given against the same limit)."""
     try:
         text = body.decode("utf-8")
-        return json.loads(text, parse_constant=_no_constant)
     except UnicodeDecodeError:
-        raise Problem(400, "the body is not UTF-8 text") from None
+        raise Problem(400, f"{what} is not UTF-8 text") from None
+    too_deep = depth_problem(text)
+    if too_deep is not None:
+        raise Problem(400, f"{what} is {too_deep}")
+    try:
+        return json.loads(text, parse_constant=_no_constant)
     except ValueError as exc:
-        raise Problem(400, f"the body is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise Problem(400, "the body is nested too deeply") from None
+        raise Problem(400, f"{what} is not valid JSON: {exc}") from None
 
 
 def _no_constant(name: str) -> Any:

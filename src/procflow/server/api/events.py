@@ -136,7 +136,7 @@ def _slack_payload(call: Call) -> Any:
         raise Problem(
             400, "a Slack interactivity request has exactly one form field [payload] (JSON)"
         )
-    return parse_json(values[0].encode("utf-8"))
+    return parse_json(values[0].encode("utf-8"), "the form field [payload]")
 
 
 # --- POST /webhooks/events -------------------------------------------------------------------
