@@ -118,6 +118,7 @@ async def answer(endpoint: Endpoint, request: Request, state: ServerState) -> Re
     try:
         actor = ADMINISTRATOR if endpoint.public else state.authenticate(request.headers)
         refuse_nul(request)
+        refuse_empty_query(endpoint, request)
         body = await read_body(request)
         return await state.engines.call(_call, endpoint, request, body, actor, state)
     except Problem as problem:
@@ -150,6 +151,19 @@ def refuse_nul(request: Request) -> None:
             shown = name.replace("\x00", "\\0")
             message = f"[{shown}] holds a NUL character, which no name, id or value may hold"
             raise Problem(400, message, [{"field": shown, "message": message}])
+
+
+def refuse_empty_query(endpoint: Endpoint, request: Request) -> None:
+    """A query parameter the route declares, given with an empty value (``?limit=``), is refused
+    (400) rather than taken as absent: every one is declared with a type, values or a pattern
+    that no empty text is (``/openapi.json``), and a client that sends one meant something."""
+    declared = {p["name"]: p.get("required", False) for p in endpoint.params if p["in"] == "query"}
+    for name, value in request.query_params.multi_items():
+        if value == "" and name in declared:
+            message = f"the query parameter [{name}] is empty: give it a value" + (
+                "" if declared[name] else ", or leave it out"
+            )
+            raise Problem(400, message, [{"field": name, "message": message}])
 
 
 async def read_body(request: Request) -> bytes:

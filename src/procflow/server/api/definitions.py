@@ -12,6 +12,7 @@ report in the ``deploy --json`` shape plus the file's warnings.
 
 from __future__ import annotations
 
+import re
 import shutil
 from typing import Any
 
@@ -24,9 +25,14 @@ from procflow.server.paging import PAGE_PARAMS, bad_query, int_page, page_json, 
 from procflow.server.problems import Problem
 from procflow.server.routing import Call, Endpoint, json_response
 
-__all__ = ["DEFINITION_SCHEMA", "ENDPOINTS", "diagram_svg"]
+__all__ = ["DEFINITION_SCHEMA", "ENDPOINTS", "FILENAME_PATTERN", "diagram_svg"]
 
-_SUFFIXES = (".intent", ".flow.yaml", ".flow.yml")
+# A bare file name (no folder) ending in a dialect's suffix, without control characters or line
+# breaks (it is shown in every diagnostic): the server's check and the document's pattern (an
+# ECMA-262 regex, as OpenAPI's are, and one Python reads the same).
+FILENAME_PATTERN = r"^[^/\\\x00-\x1f\x7f-\x9f\u2028\u2029]*\.(intent|flow\.yaml|flow\.yml)$"
+_FILENAME = re.compile(FILENAME_PATTERN)
+MAX_FILENAME = 255
 _TEXT_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 SVG = "image/svg+xml"
 
@@ -90,13 +96,13 @@ def deploy(call: Call) -> Response:
 def _filename(name: str) -> str:
     if not name:
         raise bad_query("filename", "give the file's name: ?filename=NAME.intent or NAME.flow.yaml")
-    bare = "/" not in name and "\\" not in name and name not in (".", "..") and len(name) <= 255
-    if not bare or not name.endswith(_SUFFIXES) or not name.isprintable():
+    if len(name) > MAX_FILENAME or not _FILENAME.fullmatch(name):
         shown = name if len(name) <= 60 else f"{name[:57]}..."
+        shown = shown.encode("unicode_escape").decode("ascii") if not shown.isprintable() else shown
         raise bad_query(
             "filename",
             f"filename must be a file's name ending in .intent, .flow.yaml or .flow.yml (no "
-            f"folder), not [{shown}]",
+            f"folder, no control character), of at most {MAX_FILENAME} characters, not [{shown}]",
         )
     return name
 
@@ -155,7 +161,9 @@ ENDPOINTS = [
         "Validate a definition file's text and deploy its definitions.",
         params=(
             {**query_param("filename", "The file's name: NAME.intent or NAME.flow.yaml (the "
-                                       "dialect).", {"type": "string"}), "required": True},
+                                       "dialect).", {"type": "string", "maxLength": MAX_FILENAME,
+                                                     "pattern": FILENAME_PATTERN}),
+             "required": True},
         ),
         body={media: {"schema": {"type": "string"}}
               for media in ("application/yaml", "text/plain")},
