@@ -202,6 +202,12 @@ def test_a_diagram_of_an_unknown_definition_or_version_is_a_404_a_bad_version_a_
     site.refused("GET", "/definitions/nope/diagram.svg", 404, detail="[nope]")
     site.refused("GET", "/definitions/greet/diagram.svg?version=7", 404, detail="1 to 1")
     site.refused("GET", "/definitions/greet/diagram.svg?version=x", 400, field="version")
+    # As large as the document's maximum (the largest id a store holds): a version, not there;
+    # past it, not a version (it was a 400 from 19 digits on, inside the document's range).
+    largest = 2**63 - 1
+    site.refused("GET", f"/definitions/greet/diagram.svg?version={largest}", 404, detail="1 to 1")
+    site.refused("GET", f"/definitions/greet/diagram.svg?version={largest + 1}", 400,
+                 field="version")  # fmt: skip
 
 
 # --- runs ------------------------------------------------------------------------------------

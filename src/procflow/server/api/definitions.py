@@ -20,7 +20,7 @@ from starlette.responses import Response
 
 from procflow.runtime.engine import Engine
 from procflow.server.diagrams import marked_svg
-from procflow.server.inputs import id_param, query_param
+from procflow.server.inputs import INT64, id_param, query_param
 from procflow.server.paging import PAGE_PARAMS, bad_query, int_page, page_json, page_schema
 from procflow.server.problems import Problem
 from procflow.server.routing import Call, Endpoint, json_response
@@ -132,7 +132,7 @@ def show_definition(call: Call) -> Response:
 
 def diagram(call: Call) -> Response:
     text = call.query.get("version", "")
-    if text and not (text.isascii() and text.isdigit() and len(text) <= 18):
+    if text and not (text.isascii() and text.isdigit() and int(text) < INT64):
         raise bad_query("version", f"version must be a version number, not [{text[:40]}]")
     svg = diagram_svg(call.engine, call.params["name"], int(text) if text else None)
     return Response(svg, media_type=SVG)
@@ -191,7 +191,7 @@ ENDPOINTS = [
     Endpoint(
         "GET", "/definitions/{name}/diagram.svg", diagram, "A definition drawn as SVG.",
         params=(_NAME, query_param("version", "Which version (default: the latest).",
-                                   {"type": "integer", "minimum": 1})),
+                                   {"type": "integer", "minimum": 1, "maximum": INT64 - 1})),
         responses={
             "200": {"description": "the diagram", "media": SVG, "schema": {"type": "string"}},
             "404": {"description": "no such definition or version"},
