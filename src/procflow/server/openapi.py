@@ -38,7 +38,8 @@ PROBLEM_SCHEMA: dict[str, Any] = {
 _ERRORS = {
     "400": "the body or a query parameter cannot be read (bad JSON, JSON nested more than 64 "
     "levels, a wrong content type, an empty or bad query value, a NUL character)",
-    "401": "no bearer token, or not a valid one",
+    "401": "no bearer token, or not a valid one (a token of the table, or a JWT of the "
+    "OpenID Connect issuer)",
     "413": "the body is larger than 1 MiB",
     "503": "the store does not answer",
 }
@@ -155,7 +156,23 @@ def _responses(endpoint: Endpoint) -> dict[str, Any]:
         if status == "401" and endpoint.public:
             continue
         out.setdefault(status, {"description": description, "content": _PROBLEM_CONTENT})
+    if _guarded(endpoint):
+        out.setdefault("403", {"description": _REFUSED, "content": _PROBLEM_CONTENT})
     return dict(sorted(out.items()))
+
+
+_REFUSED = (
+    "the caller's roles do not allow this: the role table (operator, deployer, admin) or, for "
+    "records, the application's permissions; the detail names the role it needs"
+)
+
+
+def _guarded(endpoint: Endpoint) -> bool:
+    """Whether the role table or record permissions may refuse the route: every change, and
+    reading records (any signed-in user reads everything else)."""
+    if endpoint.public:
+        return False
+    return endpoint.method != "GET" or endpoint.path.startswith("/entities/")
 
 
 def _operation_id(endpoint: Endpoint) -> str:
