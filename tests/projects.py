@@ -228,3 +228,28 @@ processes:
         kind: serviceTask
         args: { notify: { to: records@example.com, subject: archived, body: "an archive" } }
 """
+
+
+# --- JSON nested deep --------------------------------------------------------------------------
+
+# Past the limit (64: procflow.store.codec.MAX_JSON_DEPTH), and where a value once broke each
+# face: a RecursionError in copying an input from 491 levels, in encoding event data from ~982,
+# in Python's JSON parser from about 1,000; 5,000 is far past them all.
+TOO_DEEP_LEVELS = (65, 491, 1_000, 5_000)
+
+
+def nested_json(levels: int, leaf: str = '"leaf"') -> str:
+    """JSON text of a value nested ``levels`` levels deep (objects and arrays in turn, the
+    outermost an object), around the JSON text ``leaf``; written as text, as json.dumps would
+    recurse once per level."""
+    opens = "".join('{"d":' if i % 2 == 0 else "[" for i in range(levels))
+    closes = "".join("}" if i % 2 == 0 else "]" for i in reversed(range(levels)))
+    return opens + leaf + closes
+
+
+def nested_value(levels: int, leaf: object = "leaf") -> object:
+    """The value :func:`nested_json` writes, built without recursion."""
+    value = leaf
+    for i in reversed(range(levels)):
+        value = {"d": value} if i % 2 == 0 else [value]
+    return value

@@ -357,7 +357,8 @@ def test_click_usage_errors_are_one_line_naming_the_help(scene: Scene) -> None:
     )
     done = invoke("records", "get", "Order", "1", "--dta", "x")
     assert done.code == 2 and done.lines == [
-        "error: No such option '--dta'. Did you mean '--db'? (see `procflow records get --help`)"
+        "error: No such option '--dta'. (Did you mean one of: '--as', '--db'?) "
+        "(see `procflow records get --help`)"
     ]
 
 

@@ -47,16 +47,20 @@ def test_pages_need_a_token_and_a_wrong_one_is_refused(ui_unserved: UiSite, page
     expect(page).to_have_url(re.compile(r"/ui/login"))
 
 
-def test_a_task_of_another_role_is_refused_with_a_message(ui_unserved: UiSite, page: Page) -> None:
+def test_a_task_of_another_role_shows_its_buttons_disabled_saying_why(
+    ui_unserved: UiSite, page: Page
+) -> None:
     ui = ui_unserved
     ui.serve(environ={"PROCFLOW_API_TOKENS": TOKENS})
     task = open_order_task(ui)  # assigned to the role `manager`: olga (ops) is not a member
     sign_in(page, ui, OPS_TOKEN)
     visit(page, ui.url(f"/ui/tasks/{task['id']}"))
     expect(page.get_by_text("olga", exact=True).first).to_be_visible()
-    status = submit_with_enter(page, page.get_by_role("button", name="approve", exact=True))
-    assert status == 403
-    expect(page.get_by_text(re.compile(r"You may not complete this task: ")).first).to_be_visible()
+    approve = page.get_by_role("button", name="approve", exact=True)
+    expect(approve).to_be_disabled()
+    why = page.get_by_text(re.compile(r"You may not complete this task: ")).first
+    expect(why).to_be_visible()
+    assert approve.get_attribute("aria-describedby") == why.get_attribute("id")
     assert [t["id"] for t in ui.tasks()] == [task["id"]], "the task is still open"
 
 

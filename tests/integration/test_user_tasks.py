@@ -24,6 +24,7 @@ from aiosmtpd.smtp import SMTP as SMTPServer
 from aiosmtpd.smtp import Envelope, Session
 
 from procflow.errors import ForbiddenError, NotFoundError, UsageError
+from procflow.runtime.data.identity import Actor
 from procflow.runtime.engine import Engine
 from procflow.runtime.operations.views import why_waiting
 
@@ -75,6 +76,7 @@ import json
 from pathlib import Path
 
 from procflow.errors import UsageError
+from procflow.runtime.data.identity import Actor
 from procflow.runtime.engine import Engine
 
 
@@ -162,8 +164,10 @@ class Project:
         self.engine.deploy(str(self.file))
 
     def claim(self, user: str | None = None, **data: Any) -> tuple[dict[str, Any], str]:
-        """Create a claim, work until idle; the claim and its run's id."""
-        record = self.engine.create_record("Claim", {"title": "t", **data}, user=user)
+        """Create a claim (owned by ``user``, an operator: who may write records), work until
+        idle; the claim and its run's id."""
+        owner = None if user is None else Actor(user, frozenset({"operator"}))
+        record = self.engine.create_record("Claim", {"title": "t", **data}, user=owner)
         self.engine.work()
         runs = self.engine.runs_for_record("Claim", record["id"])
         return record, runs[0].id

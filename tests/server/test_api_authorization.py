@@ -206,3 +206,14 @@ def test_records_follow_the_permissions_block_over_http(site: Site) -> None:
         answer = site.call(user, ("DELETE", f"/entities/Note/{note}", {}))
         assert answer.status_code == 403
     assert site.call("otto", ("DELETE", f"/entities/Note/{note}", {})).status_code == 204
+
+
+def test_the_document_declares_403_exactly_where_the_role_table_may_refuse(
+    site: Site,
+) -> None:
+    paths = site.client.get("/openapi.json", headers=bearer(token("ada"))).json()["paths"]
+    refusable = set(ROLE_ROUTES) | {r for r in OWN_RULES if r[1].startswith("/entities")}
+    refusable |= {("POST", "/tasks/{id}/complete")}
+    for method, path in set(ROLE_ROUTES) | set(READ_ROUTES) | OWN_RULES:
+        declared = "403" in paths[path][method.lower()]["responses"]
+        assert declared == ((method, path) in refusable), (method, path)

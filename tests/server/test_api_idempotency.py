@@ -6,6 +6,7 @@ spent by a request that failed. Two requests sent at once with one key still mak
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Any
@@ -139,6 +140,20 @@ def test_a_key_that_is_not_1_to_255_visible_ascii_characters_is_a_400(site: Site
     path, body, _ = CREATES["flow"]
     headers = {"Idempotency-Key": key.encode()}  # bytes: sent as they are
     site.refused("POST", path, 400, field="Idempotency-Key", json=body, headers=headers)
+
+
+def test_the_key_the_document_allows_is_the_key_the_server_takes(site: Site) -> None:
+    """The document's pattern for the header is the server's own check (it said only 1 to 255
+    characters, and a key with a space, or not ASCII, was a 400 it did not announce)."""
+    pattern = re.compile(idempotency.HEADER_PARAM["schema"]["pattern"])
+    path, body, _ = CREATES["flow"]
+    for key in ("!", "~" * 255, "a-b_c.d:e/f"):
+        assert pattern.fullmatch(key)
+        assert post(site, path, body, key).status_code == 201, key
+    for key in ("", "has space", "tab\tin", "é", "k" * 256):
+        assert not pattern.fullmatch(key), key
+        headers = {"Idempotency-Key": key.encode()}
+        site.refused("POST", path, 400, field="Idempotency-Key", json=body, headers=headers)
 
 
 def test_two_requests_sent_at_once_with_one_key_make_one_run(

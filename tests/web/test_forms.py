@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from projects import TOO_DEEP_LEVELS, nested_json
+from store_dump import dump_store
 from web_site import ADMIN_TOKEN, KEYED, OPS_TOKEN, TOKENS, MakeWeb, Web, h1
 
 from procflow.server.web.session import COOKIE
@@ -89,6 +91,21 @@ def test_the_event_form_shows_the_runs_it_resumed(web: Web) -> None:
     assert bad.status_code == 422 and 'id="eve-data" role="alert"' in bad.text
     unknown = web.post("/ui/events/new", {"type": "no.such", "data": "{}"})
     assert unknown.status_code in (404, 422) and 'role="alert"' in unknown.text
+
+
+def test_event_data_past_64_levels_is_refused_on_the_form_and_nothing_is_stored(web: Web) -> None:
+    """As on every face (the engine's limit, checked here before the text is parsed): 1,000 and
+    more levels ended the form in a RecursionError, a 500."""
+    before = dump_store(web.engine.store)
+    for levels in TOO_DEEP_LEVELS:
+        data = '{"message": "m", "x": ' + nested_json(levels - 1) + "}"
+        answer = web.post("/ui/events/new", {"type": "slack.approval", "data": data})
+        assert answer.status_code == 422, (levels, answer.text[:300])
+        assert "nested too deeply: more than 64 levels of objects and arrays" in answer.text
+    assert dump_store(web.engine.store) == before
+    data = '{"message": "m", "x": ' + nested_json(63) + "}"
+    answer = web.post("/ui/events/new", {"type": "slack.approval", "data": data})
+    assert answer.status_code == 200 and "<h2>Delivery</h2>" in answer.text
 
 
 def signed_in(web: Web, token: str) -> None:

@@ -10,7 +10,7 @@ import click
 
 from procflow.cursors import encode_cursor
 from procflow.errors import UsageError
-from procflow.store.codec import MAX_JSON_DEPTH, too_deep_at
+from procflow.store.codec import depth_problem
 
 EXIT_OK, EXIT_BAD, EXIT_USAGE, EXIT_ABORTED = 0, 1, 2, 3
 
@@ -58,12 +58,9 @@ def json_arg(text: str | None, what: str) -> dict[str, Any]:
     """A JSON object given on the command line (``{}`` when not given)."""
     if text is None:
         return {}
-    deep_at = too_deep_at(text)
-    if deep_at is not None:
-        raise UsageError(
-            f"{what} is nested too deeply: more than {MAX_JSON_DEPTH} levels of objects and "
-            f"arrays (at column {deep_at})"
-        )
+    too_deep = depth_problem(text)
+    if too_deep is not None:  # before parsing: the parser recurses once per level
+        raise UsageError(f"{what} is {too_deep}")
     try:
         value = json.loads(text, parse_constant=_not_json)
     except json.JSONDecodeError as exc:

@@ -30,12 +30,22 @@ from procflow.server.problems import Problem
 from procflow.server.routing import Call, json_response
 from procflow.store.queries.idempotency import IdempotentResponse
 
-__all__ = ["HEADER", "HEADER_PARAM", "KEEP_MICROS", "REPLAYED_HEADERS", "Created", "idempotent"]
+__all__ = [
+    "HEADER",
+    "HEADER_PARAM",
+    "KEEP_MICROS",
+    "KEY_PATTERN",
+    "REPLAYED_HEADERS",
+    "Created",
+    "idempotent",
+]
 
 HEADER = "Idempotency-Key"
 KEEP_MICROS = 24 * 3600 * 1_000_000
 REPLAYED = "Idempotent-Replayed"
-_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # visible ASCII, as a header carries it unchanged
+# Visible ASCII, as a header carries it unchanged: the server's check and the document's pattern.
+KEY_PATTERN = "^[!-~]{1,255}$"
+_KEY = re.compile(KEY_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -112,7 +122,7 @@ HEADER_PARAM: dict[str, Any] = {
         "Make this create happen at most once: a repeat with the same key and body answers the "
         "first response (kept 24 hours); with another body it is a 422."
     ),
-    "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": KEY_PATTERN},
 }
 
 REPLAYED_HEADERS: dict[str, Any] = {

@@ -88,8 +88,10 @@ def _kind(value: Any) -> str:
 
 
 def id_param(name: str, description: str, *, number: bool = False) -> dict[str, Any]:
-    """A path parameter."""
-    schema = {"type": "integer", "minimum": 0} if number else {"type": "string"}
+    """A path parameter: an id (a whole number no store can hold a larger one than), or text."""
+    schema: dict[str, Any] = (
+        {"type": "integer", "minimum": 0, "maximum": INT64 - 1} if number else {"type": "string"}
+    )
     return {"name": name, "in": "path", "required": True, "description": description,
             "schema": schema}  # fmt: skip
 
@@ -101,4 +103,5 @@ def query_param(name: str, description: str, schema: dict[str, Any]) -> dict[str
 
 
 def text_param(name: str, description: str) -> dict[str, Any]:
-    return query_param(name, description, {"type": "string"})
+    """An optional query parameter of any text but the empty one (``refuse_empty_query``)."""
+    return query_param(name, description, {"type": "string", "minLength": 1})

@@ -36,8 +36,10 @@ PROBLEM_SCHEMA: dict[str, Any] = {
 }
 
 _ERRORS = {
-    "400": "the body or a query parameter cannot be read (bad JSON, wrong content type)",
-    "401": "no bearer token, or not a valid one",
+    "400": "the body or a query parameter cannot be read (bad JSON, JSON nested more than 64 "
+    "levels, a wrong content type, an empty or bad query value, a NUL character)",
+    "401": "no bearer token, or not a valid one (a token of the table, or a JWT of the "
+    "OpenID Connect issuer)",
     "413": "the body is larger than 1 MiB",
     "503": "the store does not answer",
 }
@@ -120,7 +122,22 @@ def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
         for m in _PATH_PARAM.finditer(endpoint.path)
         if ("path", m.group("name")) not in declared
     ]
-    return [*endpoint.params, *implied]
+    return [_without_nul(p) for p in (*endpoint.params, *implied)]
+
+
+# routing.refuse_nul: no path value or query parameter may hold a NUL character.
+NO_NUL = "^[^\\u0000]*$"
+
+
+def _without_nul(parameter: dict[str, Any]) -> dict[str, Any]:
+    """A path or query parameter of text says it holds no NUL (a pattern of its own, if it has
+    one, says more)."""
+    schema = parameter["schema"]
+    if parameter["in"] not in ("path", "query") or schema.get("type") != "string":
+        return parameter
+    if "pattern" in schema:
+        return parameter
+    return {**parameter, "schema": {**schema, "pattern": NO_NUL}}
 
 
 def _responses(endpoint: Endpoint) -> dict[str, Any]:
@@ -139,7 +156,23 @@ def _responses(endpoint: Endpoint) -> dict[str, Any]:
         if status == "401" and endpoint.public:
             continue
         out.setdefault(status, {"description": description, "content": _PROBLEM_CONTENT})
+    if _guarded(endpoint):
+        out.setdefault("403", {"description": _REFUSED, "content": _PROBLEM_CONTENT})
     return dict(sorted(out.items()))
+
+
+_REFUSED = (
+    "the caller's roles do not allow this: the role table (operator, deployer, admin) or, for "
+    "records, the application's permissions; the detail names the role it needs"
+)
+
+
+def _guarded(endpoint: Endpoint) -> bool:
+    """Whether the role table or record permissions may refuse the route: every change, and
+    reading records (any signed-in user reads everything else)."""
+    if endpoint.public:
+        return False
+    return endpoint.method != "GET" or endpoint.path.startswith("/entities/")
 
 
 def _operation_id(endpoint: Endpoint) -> str:

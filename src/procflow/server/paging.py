@@ -5,7 +5,8 @@ list it belongs to and the key of the last item its page showed. The next page h
 whose key sorts below it, newest first (``procflow.runtime.operations.listing``), so items added
 meanwhile never shift a page still to come. A cursor of another list, or one that does not decode,
 is a 400 naming ``cursor``; it carries no filter, so the same ``status``/``name``/``assignee`` are
-given again with it.
+given again with it. An empty value here is taken as absent: the web UI's pages link that way; the
+API's routes refuse an empty query value before they get here (``routing.refuse_empty_query``).
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ PAGE_PARAMS: tuple[dict[str, Any], ...] = (
         "in": "query",
         "required": False,
         "description": "The `next_cursor` of the previous page (none: the newest items).",
-        "schema": {"type": "string"},
+        "schema": {"type": "string", "minLength": 1},
     },
 )
 

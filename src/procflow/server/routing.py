@@ -24,6 +24,7 @@ from procflow.runtime.data.identity import ADMINISTRATOR, Actor
 from procflow.runtime.engine import Engine
 from procflow.server.problems import Problem, problem_for, problem_response
 from procflow.server.state import ServerState
+from procflow.store.codec import depth_problem
 
 __all__ = ["Call", "Endpoint", "json_response", "routes_of"]
 
@@ -68,16 +69,21 @@ class Call:
         return parse_json(self.body)
 
 
-def parse_json(body: bytes) -> Any:
+def parse_json(body: bytes, what: str = "the body") -> Any:
+    """``body`` (``what``: how a refusal names it) as JSON; 400 when it is not UTF-8 text, not
+    JSON, or nested deeper than every face allows (checked before parsing, which recurses once
+    per level; the engine checks the values it is given against the same limit)."""
     try:
         text = body.decode("utf-8")
-        return json.loads(text, parse_constant=_no_constant)
     except UnicodeDecodeError:
-        raise Problem(400, "the body is not UTF-8 text") from None
+        raise Problem(400, f"{what} is not UTF-8 text") from None
+    too_deep = depth_problem(text)
+    if too_deep is not None:
+        raise Problem(400, f"{what} is {too_deep}")
+    try:
+        return json.loads(text, parse_constant=_no_constant)
     except ValueError as exc:
-        raise Problem(400, f"the body is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise Problem(400, "the body is nested too deeply") from None
+        raise Problem(400, f"{what} is not valid JSON: {exc}") from None
 
 
 def _no_constant(name: str) -> Any:
@@ -112,6 +118,7 @@ async def answer(endpoint: Endpoint, request: Request, state: ServerState) -> Re
     try:
         actor = ADMINISTRATOR if endpoint.public else await state.authenticate(request.headers)
         refuse_nul(request)
+        refuse_empty_query(endpoint, request)
         body = await read_body(request)
         return await state.engines.call(_call, endpoint, request, body, actor, state)
     except Problem as problem:
@@ -144,6 +151,19 @@ def refuse_nul(request: Request) -> None:
             shown = name.replace("\x00", "\\0")
             message = f"[{shown}] holds a NUL character, which no name, id or value may hold"
             raise Problem(400, message, [{"field": shown, "message": message}])
+
+
+def refuse_empty_query(endpoint: Endpoint, request: Request) -> None:
+    """A query parameter the route declares, given with an empty value (``?limit=``), is refused
+    (400) rather than taken as absent: every one is declared with a type, values or a pattern
+    that no empty text is (``/openapi.json``), and a client that sends one meant something."""
+    declared = {p["name"]: p.get("required", False) for p in endpoint.params if p["in"] == "query"}
+    for name, value in request.query_params.multi_items():
+        if value == "" and name in declared:
+            message = f"the query parameter [{name}] is empty: give it a value" + (
+                "" if declared[name] else ", or leave it out"
+            )
+            raise Problem(400, message, [{"field": name, "message": message}])
 
 
 async def read_body(request: Request) -> bytes:

@@ -9,12 +9,19 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 MAX_JSON_DEPTH = 64
-"""How deep JSON given by a user may nest (objects and arrays). Python's JSON parser, and much
-that later walks a value, recurses once per level: a text nested a thousand deep would end the
-command with a RecursionError instead of a message. 64 is far beyond any real record or input."""
+"""How deep JSON given by a user may nest (objects and arrays; the outermost one is level 1), on
+every face: a command-line argument, an HTTP body, a value handed to the Python API. Python's
+JSON parser, and much that later walks a value (copying, encoding), recurses once per level: a
+value nested a thousand deep would end a request with a RecursionError instead of a message.
+64 is far beyond any real record, input, event or task data."""
 
-# A JSON string (escapes and all) or a bracket: what the depth scan looks at.
-_STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
+TOO_DEEP = f"nested too deeply: more than {MAX_JSON_DEPTH} levels of objects and arrays"
+"""The one wording of that refusal, for text (:func:`depth_problem`) and values alike."""
+
+# A JSON string (escapes and all; unterminated, to the end of the text) or a bracket: what the
+# depth scan looks at. The closing quote is optional so that every quote starts a match: were an
+# unterminated string a failed match, the scan would retry at each later quote (quadratic time).
+_STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.S)
 
 
 def _compact_encoder() -> Callable[[Any], str]:
@@ -62,13 +69,25 @@ def too_deep_at(text: str, limit: int = MAX_JSON_DEPTH) -> int | None:
     """The 1-based column of the first ``[`` or ``{`` in JSON ``text`` that opens level
     ``limit + 1``; None when the text nests no deeper than ``limit``. A scan, not a parse:
     it never recurses, so it is safe on any text (brackets inside strings do not count)."""
+    if text.count("[") + text.count("{") <= limit:  # the common case, without a scan
+        return None
     depth = 0
     for found in _STRING_OR_BRACKET.finditer(text):
-        token = found.group()
-        if token in "[{":
+        first = found.group()[0]
+        if first in "[{":
             depth += 1
             if depth > limit:
                 return found.start() + 1
-        elif token in "]}":
+        elif first in "]}":
             depth -= 1
     return None
+
+
+def depth_problem(text: str) -> str | None:
+    """Why JSON ``text`` may not be read, if it nests deeper than :data:`MAX_JSON_DEPTH`:
+    :data:`TOO_DEEP` and where the level past it opens; None when it does not. Checked before
+    the text is parsed, which would recurse once per level."""
+    at = too_deep_at(text)
+    if at is None:
+        return None
+    return f"{TOO_DEEP} (level {MAX_JSON_DEPTH + 1} opens at character {at})"

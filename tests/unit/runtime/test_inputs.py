@@ -280,7 +280,8 @@ def test_cli_pair_that_does_not_convert(flow: Flow, pair: str, message: str) -> 
 
 def test_cli_object_pair_with_bad_json(flow: Flow) -> None:
     assert cli_problems(flow, ["hire={name: Ada}"]) == [
-        PREFIX + "input [hire] expects a JSON object, got [{name: Ada}]: Expecting property name "
+        PREFIX + "input [hire] expects a JSON object, but [{name: Ada}] is not valid JSON: "
+        "Expecting property name "
         "enclosed in double quotes: line 1 column 2 (char 1)"
     ]
 
@@ -332,7 +333,8 @@ def test_cli_inputs_json_values_are_checked(flow: Flow) -> None:
 def test_cli_reports_conversion_and_check_problems_together(flow: Flow) -> None:
     # [hire] failed to convert, so it is not also reported as missing
     assert cli_problems(flow, ["hire=nope", "count=x", "bogus=1", "due=2027-13-01"]) == [
-        PREFIX + "input [hire] expects a JSON object, got [nope]: Expecting value: line 1 "
+        PREFIX + "input [hire] expects a JSON object, but [nope] is not valid JSON: Expecting "
+        "value: line 1 "
         "column 1 (char 0)",
         PREFIX + "input [count] expects an integer, got [x]",
         PREFIX + f"unknown input [bogus] {DECLARED}",

@@ -41,7 +41,7 @@ from procflow.expr import format_timestamp, kind_of, parse_timestamp
 from procflow.model.source import suggest
 from procflow.runtime.data.user_json import json_problems
 from procflow.runtime.data.user_json import shown as printable
-from procflow.store.codec import MAX_JSON_DEPTH, too_deep_at
+from procflow.store.codec import depth_problem
 
 if TYPE_CHECKING:
     from procflow.model.ir import Flow, InputDecl
@@ -207,7 +207,7 @@ def cli_inputs(flow: Flow, pairs: Sequence[str], inputs_json: str | None) -> dic
     if inputs_json is not None:
         parsed, problem = _parse_json(inputs_json)
         if problem is not None:
-            problems.append((None, f"--inputs is not valid JSON: {problem}"))
+            problems.append((None, f"--inputs {problem}"))
             report_missing = False  # what is missing may be in the unreadable text
         elif not isinstance(parsed, dict):
             problems.append((None, f"--inputs must be a JSON object, got {_describe(parsed)}"))
@@ -240,13 +240,15 @@ def cli_inputs(flow: Flow, pairs: Sequence[str], inputs_json: str | None) -> dic
 
 
 def _parse_json(text: str) -> tuple[Any, str | None]:
-    deep_at = too_deep_at(text)
-    if deep_at is not None:  # before parsing: the parser would recurse past Python's limit
-        return None, f"nested more than {MAX_JSON_DEPTH} levels deep (at column {deep_at})"
+    """The JSON value of ``text``, or why it cannot be read: ``is not valid JSON: ...``, ``is
+    nested too deeply: ...`` (checked first: the parser recurses once per level)."""
+    too_deep = depth_problem(text)
+    if too_deep is not None:
+        return None, f"is {too_deep}"
     try:
         return json.loads(text, parse_constant=_no_constant), None
     except ValueError as e:  # json.JSONDecodeError is a ValueError
-        return None, str(e)
+        return None, f"is not valid JSON: {e}"
 
 
 def _no_constant(name: str) -> Any:
@@ -275,7 +277,7 @@ def _convert(decl: InputDecl, text: str) -> tuple[Any, str | None]:
     # object, array
     parsed, problem = _parse_json(text)
     if problem is not None:
-        return None, f"input [{decl.name}] expects a JSON {type_}, got [{shown}]: {problem}"
+        return None, f"input [{decl.name}] expects a JSON {type_}, but [{shown}] {problem}"
     want = dict if type_ == "object" else list
     if not isinstance(parsed, want):
         return None, f"input [{decl.name}] expects an {type_} (JSON), got {_describe(parsed)}"

@@ -1,10 +1,16 @@
 """What JSON from users must be before the engine takes it: text that is valid Unicode (keys too),
-numbers JSON can hold, and (strictly) only JSON kinds.
+numbers JSON can hold, nesting no deeper than :data:`~procflow.store.codec.MAX_JSON_DEPTH`, and
+(strictly) only JSON kinds.
 
 Every door where user JSON enters the engine asks here first — record writes, flow inputs, event
 data, task data — so no face can store what a later read cannot give back. A lone surrogate
 (``"\\ud800"`` in JSON text) has no UTF-8 form: stored, it would break every later listing of its
 entity. ``NaN``/``Infinity`` are not JSON: stored, they would be tokens no JSON reader accepts.
+A value nested deeper than the limit would be copied, encoded and walked by code that recurses
+once per level: at a few hundred levels that ends a request with a RecursionError, so it is
+refused here, at every door, by the same limit that JSON text on the command line and in an HTTP
+body is held to (``codec.depth_problem``). A value that contains itself is nested without end,
+and refused the same way.
 
 Pure; the walk is iterative, so deep nesting costs no recursion, and a path is only spelled out
 for a value that has a problem.
@@ -16,6 +22,8 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from procflow.store.codec import MAX_JSON_DEPTH, TOO_DEEP
 
 __all__ = ["JsonProblem", "json_problems", "shown", "text_problem"]
 
@@ -64,9 +72,12 @@ def shown(text: str) -> str:
 def json_problems(value: Any, *, strict: bool = True) -> list[JsonProblem]:
     """The places in ``value`` that are not user JSON (at most a few), in document order.
 
-    Always: text and mapping keys must be valid Unicode, floats finite. ``strict``: only JSON
-    kinds (null, booleans, numbers, text, lists, mappings with text keys); record writes pass
-    ``strict=False``, since Python callers may hand a typed field a ``date`` or a ``Decimal``.
+    Always: text and mapping keys must be valid Unicode, floats finite, and lists and mappings
+    nested at most :data:`MAX_JSON_DEPTH` levels (``value`` itself is level 1); nesting past it
+    is one problem per member of ``value`` it is in, at that member (the path down to level 65
+    would be longer than the message). ``strict``: only JSON kinds (null, booleans, numbers,
+    text, lists, mappings with text keys); record writes pass ``strict=False``, since Python
+    callers may hand a typed field a ``date`` or a ``Decimal``.
     """
     found: list[JsonProblem] = []
     for trail, problem in _walk(value, strict):
@@ -77,10 +88,13 @@ def json_problems(value: Any, *, strict: bool = True) -> list[JsonProblem]:
 
 
 def _walk(value: Any, strict: bool) -> Iterator[tuple[_Trail, str]]:
-    stack: list[tuple[_Trail, Any]] = [(None, value)]
-    seen: set[int] = set()  # a container met twice (shared, or containing itself) is walked once
+    stack: list[tuple[_Trail, Any, int]] = [(None, value, 1)]
+    # The deepest level each container was walked at: one met again (shared, or containing
+    # itself) is walked again only deeper, where it may pass the limit: at most once a level.
+    walked: dict[int, int] = {}
+    too_deep: set[_Trail] = set()  # the members of ``value`` already reported too deep
     while stack:
-        trail, item = stack.pop()
+        trail, item, level = stack.pop()
         if isinstance(item, str):
             problem = text_problem(item)
             if problem is not None:
@@ -89,14 +103,27 @@ def _walk(value: Any, strict: bool) -> Iterator[tuple[_Trail, str]]:
             if not math.isfinite(item):
                 yield trail, f"is {_non_finite(item)}, which is not a JSON number"
         elif isinstance(item, Mapping | list | tuple):
-            if id(item) in seen:
+            if level > MAX_JSON_DEPTH:
+                member = _member(trail)
+                if member not in too_deep:
+                    too_deep.add(member)
+                    yield member, f"is {TOO_DEEP}"
                 continue
-            seen.add(id(item))
+            if walked.get(id(item), 0) >= level:
+                continue
+            walked[id(item)] = level
             children, problems = _children(trail, item, strict)
             yield from problems
-            stack.extend(reversed(children))
+            stack.extend((t, child, level + 1) for t, child in reversed(children))
         elif strict and not (item is None or isinstance(item, bool | int)):
             yield trail, f"is a value of type {type(item).__name__}, which is not JSON"
+
+
+def _member(trail: _Trail) -> _Trail:
+    """The trail to the member of the walked value that ``trail`` lies in."""
+    while trail is not None and trail[0] is not None:
+        trail = trail[0]
+    return trail
 
 
 def _children(

@@ -12,6 +12,7 @@ report in the ``deploy --json`` shape plus the file's warnings.
 
 from __future__ import annotations
 
+import re
 import shutil
 from typing import Any
 
@@ -19,14 +20,19 @@ from starlette.responses import Response
 
 from procflow.runtime.engine import Engine
 from procflow.server.diagrams import marked_svg
-from procflow.server.inputs import id_param, query_param
+from procflow.server.inputs import INT64, id_param, query_param
 from procflow.server.paging import PAGE_PARAMS, bad_query, int_page, page_json, page_schema
 from procflow.server.problems import Problem
 from procflow.server.routing import Call, Endpoint, json_response
 
-__all__ = ["DEFINITION_SCHEMA", "ENDPOINTS", "diagram_svg"]
+__all__ = ["DEFINITION_SCHEMA", "ENDPOINTS", "FILENAME_PATTERN", "diagram_svg"]
 
-_SUFFIXES = (".intent", ".flow.yaml", ".flow.yml")
+# A bare file name (no folder) ending in a dialect's suffix, without control characters or line
+# breaks (it is shown in every diagnostic): the server's check and the document's pattern (an
+# ECMA-262 regex, as OpenAPI's are, and one Python reads the same).
+FILENAME_PATTERN = r"^[^/\\\x00-\x1f\x7f-\x9f\u2028\u2029]*\.(intent|flow\.yaml|flow\.yml)$"
+_FILENAME = re.compile(FILENAME_PATTERN)
+MAX_FILENAME = 255
 _TEXT_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 SVG = "image/svg+xml"
 
@@ -90,13 +96,13 @@ def deploy(call: Call) -> Response:
 def _filename(name: str) -> str:
     if not name:
         raise bad_query("filename", "give the file's name: ?filename=NAME.intent or NAME.flow.yaml")
-    bare = "/" not in name and "\\" not in name and name not in (".", "..") and len(name) <= 255
-    if not bare or not name.endswith(_SUFFIXES) or not name.isprintable():
+    if len(name) > MAX_FILENAME or not _FILENAME.fullmatch(name):
         shown = name if len(name) <= 60 else f"{name[:57]}..."
+        shown = shown.encode("unicode_escape").decode("ascii") if not shown.isprintable() else shown
         raise bad_query(
             "filename",
             f"filename must be a file's name ending in .intent, .flow.yaml or .flow.yml (no "
-            f"folder), not [{shown}]",
+            f"folder, no control character), of at most {MAX_FILENAME} characters, not [{shown}]",
         )
     return name
 
@@ -126,7 +132,7 @@ def show_definition(call: Call) -> Response:
 
 def diagram(call: Call) -> Response:
     text = call.query.get("version", "")
-    if text and not (text.isascii() and text.isdigit() and len(text) <= 18):
+    if text and not (text.isascii() and text.isdigit() and int(text) < INT64):
         raise bad_query("version", f"version must be a version number, not [{text[:40]}]")
     svg = diagram_svg(call.engine, call.params["name"], int(text) if text else None)
     return Response(svg, media_type=SVG)
@@ -155,7 +161,9 @@ ENDPOINTS = [
         "Validate a definition file's text and deploy its definitions.",
         params=(
             {**query_param("filename", "The file's name: NAME.intent or NAME.flow.yaml (the "
-                                       "dialect).", {"type": "string"}), "required": True},
+                                       "dialect).", {"type": "string", "maxLength": MAX_FILENAME,
+                                                     "pattern": FILENAME_PATTERN}),
+             "required": True},
         ),
         body={media: {"schema": {"type": "string"}}
               for media in ("application/yaml", "text/plain")},
@@ -183,7 +191,7 @@ ENDPOINTS = [
     Endpoint(
         "GET", "/definitions/{name}/diagram.svg", diagram, "A definition drawn as SVG.",
         params=(_NAME, query_param("version", "Which version (default: the latest).",
-                                   {"type": "integer", "minimum": 1})),
+                                   {"type": "integer", "minimum": 1, "maximum": INT64 - 1})),
         responses={
             "200": {"description": "the diagram", "media": SVG, "schema": {"type": "string"}},
             "404": {"description": "no such definition or version"},

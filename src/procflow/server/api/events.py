@@ -21,7 +21,7 @@ from starlette.responses import Response
 
 from procflow.connectors.builtin.slack_events import approval_event
 from procflow.errors import ConfigError, EventError, UsageError
-from procflow.runtime.data.events import Event, envelope, make_event
+from procflow.runtime.data.events import CLOUDEVENTS_VERSION, Event, envelope, make_event
 from procflow.runtime.data.identity import Actor
 from procflow.server.problems import Problem
 from procflow.server.routing import Call, Endpoint, json_response, parse_json
@@ -137,7 +137,7 @@ def _slack_payload(call: Call) -> Any:
         raise Problem(
             400, "a Slack interactivity request has exactly one form field [payload] (JSON)"
         )
-    return parse_json(values[0].encode("utf-8"))
+    return parse_json(values[0].encode("utf-8"), "the form field [payload]")
 
 
 # --- POST /webhooks/events -------------------------------------------------------------------
@@ -239,15 +239,21 @@ DELIVERY_REPORT: dict[str, Any] = {
     "required": ["event_id", "duplicate", "resumed", "started"],
 }
 
+_TEXT = {"type": "string", "minLength": 1}
+# <connector>.<event>: text before the first dot, and after it (runtime.waits.delivery).
+_EVENT_TYPE = {"type": "string", "pattern": "^[^.]+\\.[\\s\\S]+$"}
+_DATA = {"type": ["object", "null"], "description": "the payload its manifest declares (null: {})"}
+
 _EVENT = {
     "type": "object",
     "properties": {
-        "type": {"type": "string", "description": "<connector>.<event>, e.g. slack.approval"},
-        "data": {"type": "object", "description": "the payload its manifest declares"},
-        "id": {"type": "string", "description": "a repeated id is a duplicate; minted if absent"},
+        "type": {**_EVENT_TYPE, "description": "<connector>.<event>, e.g. slack.approval"},
+        "data": _DATA,
+        "id": {"type": ["string", "null"], "minLength": 1,
+               "description": "a repeated id is a duplicate; minted if absent or null"},
     },
     "required": ["type"],
-}
+}  # fmt: skip
 
 _BINARY_DATA = {
     "type": "object",
@@ -256,20 +262,24 @@ _BINARY_DATA = {
 
 _CLOUDEVENT = {
     "type": "object",
-    "description": "a CloudEvent in structured mode (specversion 1.0 only)",
+    "description": "a CloudEvent in structured mode (specversion 1.0 only; data as JSON, not "
+    "data_base64)",
     "properties": {
         "specversion": {"const": "1.0"},
-        "type": {"type": "string"},
-        "id": {"type": "string"},
-        "source": {"type": "string"},
-        "data": {"type": "object"},
+        "type": _EVENT_TYPE,
+        "id": _TEXT,
+        "source": _TEXT,
+        "data": _DATA,
+        "data_base64": False,
     },
     "required": ["specversion", "type", "id", "source"],
 }
 
 
-def _header(name: str, description: str, *, required: bool = False) -> dict[str, Any]:
-    return {"name": name, "in": "header", "required": required, "schema": {"type": "string"},
+def _header(
+    name: str, description: str, *, required: bool = False, schema: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {"name": name, "in": "header", "required": required, "schema": schema or _TEXT,
             "description": description}  # fmt: skip
 
 
@@ -283,8 +293,9 @@ ENDPOINTS = [
         "POST", "/events", post_event,
         "Accept an event: {type, data, id}, or a CloudEvent in structured or binary mode.",
         params=(
-            _header("ce-specversion", "binary-mode CloudEvent: 1.0 (the body is the data)"),
-            _header("ce-type", "binary-mode CloudEvent: the event type"),
+            _header("ce-specversion", "binary-mode CloudEvent: 1.0 (the body is the data)",
+                    schema={"type": "string", "enum": [CLOUDEVENTS_VERSION]}),
+            _header("ce-type", "binary-mode CloudEvent: the event type", schema=_EVENT_TYPE),
             _header("ce-id", "binary-mode CloudEvent: the event id"),
             _header("ce-source", "binary-mode CloudEvent: its source"),
             TRACEPARENT_PARAM,
@@ -324,7 +335,7 @@ ENDPOINTS = [
         ),
         body={"application/json": {"schema": {
             "type": "object",
-            "properties": {"type": {"type": "string"}, "data": {"type": "object"}},
+            "properties": {"type": _EVENT_TYPE, "data": _DATA},
             "required": ["type"],
         }}},
         responses={

@@ -143,6 +143,8 @@ def _record_ref(record: dict[str, Any] | None) -> tuple[str, int]:
         raise unprocessable("record", 'record takes only "entity" and "id"')
     if not isinstance(entity, str) or not entity:
         raise unprocessable("record.entity", "record.entity must be an entity's name")
+    if isinstance(record_id, float) and record_id.is_integer():
+        record_id = int(record_id)  # 12.0 is an integer to JSON Schema, as the document says it
     if isinstance(record_id, bool) or not isinstance(record_id, int) or not 0 <= record_id < INT64:
         raise unprocessable("record.id", "record.id must be a record's id: a whole number")
     return entity, record_id
@@ -212,7 +214,9 @@ ENDPOINTS = [
         "POST", "/flows/{name}/runs", start_flow, "Start a run of a deployed flow.",
         params=(_NAME, HEADER_PARAM, TRACEPARENT_PARAM),
         body={"application/json": {"schema": {
-            "type": "object", "properties": {"inputs": JSON_OBJECT},
+            "type": "object",
+            "properties": {"inputs": {"type": ["object", "null"],
+                                      "description": "the flow's inputs (null: none given)"}},
             "additionalProperties": False,
         }}},
         responses={"201": _STARTED, "404": {"description": "no such definition"},
@@ -228,10 +232,13 @@ ENDPOINTS = [
             "properties": {
                 "record": {
                     "type": "object",
-                    "properties": {"entity": {"type": "string"}, "id": {"type": "integer"}},
-                    "required": ["entity", "id"],
+                    "properties": {
+                        "entity": {"type": "string", "minLength": 1},
+                        "id": {"type": "integer", "minimum": 0, "maximum": INT64 - 1},
+                    },
+                    "required": ["entity", "id"], "additionalProperties": False,
                 },
-                "again": {"type": "boolean"},
+                "again": {"type": ["boolean", "null"], "description": "null: false"},
             },
             "required": ["record"], "additionalProperties": False,
         }}},

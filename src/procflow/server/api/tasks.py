@@ -98,9 +98,10 @@ ENDPOINTS = [
         body={"application/json": {"schema": {
             "type": "object",
             "properties": {
-                "action": {"type": "string",
+                "action": {"type": ["string", "null"],
                            "description": "One of the form's actions (no form: free text)."},
-                "data": {**JSON_OBJECT, "description": "The form's fields to write."},
+                "data": {"type": ["object", "null"],
+                         "description": "The form's fields to write (null: none)."},
             },
             "additionalProperties": False,
         }}},

@@ -15,6 +15,7 @@ from procflow.server.problems import Problem, problem_for
 from procflow.server.web.handling import PREFIX, WebCall
 from procflow.server.web.render import url_with
 from procflow.server.web.session import COOKIE, MAX_COOKIE_CHARS
+from procflow.store.codec import depth_problem
 
 __all__ = [
     "login",
@@ -67,7 +68,10 @@ def send_event(call: WebCall) -> Response:
     if not sent["type"].strip():
         errors["type"] = "Give the event's type."
     data: Any = {}
-    if sent["data"].strip():
+    too_deep = depth_problem(sent["data"])
+    if too_deep is not None:  # before parsing: the parser recurses once per level
+        errors["data"] = f"The data is {too_deep}."
+    elif sent["data"].strip():
         try:
             data = json.loads(sent["data"])
         except ValueError as exc:
