@@ -85,6 +85,9 @@ def run_json(
     out["record"] = (
         {"entity": run.record_entity, "id": run.record_id} if run.record_entity else None
     )
+    schedule = run.state.get("schedule")  # the schedule and slot that started it
+    if schedule is not None:
+        out["schedule"] = {"name": schedule["name"], "slot": iso(int(schedule["slot"]))}
     out["tokens"] = [token_json(t) for t in tx.tokens(run_id)]
     out["bindings"] = run.state.get("bindings", {}) if run.dialect == "flow" else {}
     # A var's value never leaves the store: only whether it is set.

@@ -1,0 +1,263 @@
+"""Scheduled starts on both store backends, on the virtual clock: a slot starts one run and arms
+the next; overlap and missed slots; deploys, disable and pause; trigger and backfill; exactly one
+run per slot when two engines fire it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from projects import write
+
+from procflow.errors import NotFoundError, NotPermittedError, UsageError
+from procflow.runtime.clock import from_iso, iso
+from procflow.runtime.engine import Engine
+
+EPOCH = "2027-01-01T00:00:00Z"  # the virtual clock's start
+
+HOURLY = """\
+flow: hourly
+trigger:
+  schedule: {{ cron: "0 * * * *"{extra} }}
+inputs:
+  region: {{ type: string, default: eu }}
+steps:
+  - report: {{ set: {{ at: "{{{{ run.scheduled_at }}}}", region: "{{{{ region }}}}" }} }}
+"""
+
+SLOW = """\
+flow: slow
+trigger:
+  schedule: {{ every: 1h, overlap: {overlap} }}
+steps:
+  - hold: {{ wait: {{ for: 90m }} }}
+"""
+
+
+class Site:
+    def __init__(self, root: Path, db_url: str) -> None:
+        self.root = root
+        self.engine = Engine.virtual(db_url)
+
+    def deploy(self, name: str, text: str) -> None:
+        self.engine.deploy(write(self.root / f"{name}.flow.yaml", text))
+
+    def runs(self, name: str) -> list[dict[str, Any]]:
+        rows = sorted(self.engine.list_runs(name=name), key=lambda r: r.started_at)
+        return [self.engine.show(r.id) for r in rows]
+
+    def slots(self, name: str) -> list[str]:
+        return [r["schedule"]["slot"] for r in self.runs(name)]
+
+    def schedule(self, key: str) -> dict[str, Any]:
+        return self.engine.schedules.show(key)
+
+
+@pytest.fixture
+def site(tmp_path: Path, db_url: str) -> Iterator[Site]:
+    made = Site(tmp_path, db_url)
+    yield made
+    made.engine.close()
+
+
+def test_a_deploy_arms_the_first_slot_and_advancing_starts_one_run_per_slot(site: Site) -> None:
+    site.deploy("hourly", HOURLY.format(extra=""))
+    shown = site.schedule("hourly")
+    assert shown["next"] == ["2027-01-01T01:00:00Z", "2027-01-01T02:00:00Z", "2027-01-01T03:00:00Z"]
+    assert (shown["state"], shown["spec"]) == ("active", "0 * * * * UTC")
+    site.engine.advance("P1D")
+    runs = site.runs("hourly")
+    assert len(runs) == 24
+    assert [r["schedule"]["slot"] for r in runs[:2]] == [
+        "2027-01-01T01:00:00Z", "2027-01-01T02:00:00Z",
+    ]  # fmt: skip
+    assert {r["status"] for r in runs} == {"completed"}
+    assert runs[0]["bindings"]["report"] == {"at": "2027-01-01T01:00:00Z", "region": "eu"}
+    assert site.schedule("hourly")["counts"] == {
+        "started": 24, "skipped": 0, "missed": 0, "buffered": 0,
+    }  # fmt: skip
+
+
+def test_run_scheduled_at_is_null_in_a_run_started_by_hand(site: Site) -> None:
+    site.deploy("hourly", HOURLY.format(extra=""))
+    run_id = site.engine.start_flow("hourly", {})
+    site.engine.work()
+    shown = site.engine.show(run_id)
+    assert shown["bindings"]["report"]["at"] is None
+    assert shown.get("schedule") is None
+
+
+@pytest.mark.parametrize(
+    ("overlap", "started", "skipped", "buffered"),
+    [("skip", 2, 2, 0), ("allow", 4, 0, 0), ("buffer_one", 3, 0, 1)],
+)
+def test_overlap_decides_while_a_run_is_open(
+    site: Site, overlap: str, started: int, skipped: int, buffered: int
+) -> None:
+    """Each run holds 90 minutes; slots come every hour, for four hours."""
+    site.deploy("slow", SLOW.format(overlap=overlap))
+    site.engine.advance("PT4H")
+    counts = site.schedule("slow")["counts"]
+    assert (counts["started"], counts["skipped"], counts["buffered"]) == (
+        started, skipped, buffered,
+    )  # fmt: skip
+
+
+def test_cancel_previous_cancels_the_open_run_then_starts(site: Site) -> None:
+    site.deploy("slow", SLOW.format(overlap="cancel_previous"))
+    site.engine.advance("PT2H")
+    first, second = site.runs("slow")
+    assert first["status"] == "cancelled" and second["status"] == "waiting"
+    cancelled = [h for h in first["history"] if h["type"] == "run.cancelled"]
+    assert cancelled[0]["reason"] == "cancelled by its schedule [slow]: the next slot started"
+
+
+def test_a_buffered_slot_starts_when_the_open_run_ends(site: Site) -> None:
+    site.deploy("slow", SLOW.format(overlap="buffer_one"))
+    site.engine.advance("PT2H")  # 01:00 starts, 02:00 buffered
+    assert len(site.runs("slow")) == 1
+    site.engine.advance("PT30M")  # the 01:00 run ends at 02:30: the buffered slot starts
+    runs = site.runs("slow")
+    assert [r["schedule"]["slot"] for r in runs] == [
+        "2027-01-01T01:00:00Z", "2027-01-01T02:00:00Z",
+    ]  # fmt: skip
+    assert runs[1]["started_at"] == "2027-01-01T02:30:00Z"
+
+
+def test_cancelling_the_open_run_releases_a_buffered_slot(site: Site) -> None:
+    site.deploy("slow", SLOW.format(overlap="buffer_one"))
+    site.engine.advance("PT2H")
+    [first] = site.runs("slow")
+    site.engine.cancel(first["id"])
+    assert len(site.runs("slow")) == 2
+
+
+def test_disable_fires_nothing_and_enable_arms_from_now(site: Site) -> None:
+    site.deploy("hourly", HOURLY.format(extra=""))
+    site.engine.set_enabled("hourly", False)
+    assert site.schedule("hourly")["state"] == "disabled"
+    site.engine.advance("PT5H")
+    assert site.runs("hourly") == []
+    assert site.schedule("hourly")["counts"]["missed"] == 0
+    site.engine.set_enabled("hourly", True)
+    assert site.schedule("hourly")["next"][0] == "2027-01-01T06:00:00Z"
+
+
+def test_pause_and_resume(site: Site) -> None:
+    site.deploy("hourly", HOURLY.format(extra=""))
+    paused = site.engine.schedules.pause("hourly", "maintenance")
+    assert (paused["state"], paused["note"], paused["next"]) == ("paused", "maintenance", [])
+    site.engine.advance("PT3H")
+    assert site.runs("hourly") == []
+    resumed = site.engine.schedules.resume("hourly")
+    assert resumed["next"][0] == "2027-01-01T04:00:00Z"
+
+
+def test_a_deploy_that_changes_a_schedule_rearms_it_and_one_that_removes_it_stops_it(
+    site: Site,
+) -> None:
+    site.deploy("hourly", HOURLY.format(extra=""))
+    site.engine.advance("PT90M")
+    site.deploy("hourly", HOURLY.format(extra="").replace('"0 * * * *"', '"*/15 * * * *"'))
+    assert site.schedule("hourly")["next"][0] == "2027-01-01T01:45:00Z"
+    site.deploy("hourly", "flow: hourly\nsteps:\n  - a: { set: { b: 1 } }\n")
+    with pytest.raises(NotFoundError, match=r"no schedule \[hourly\]"):
+        site.schedule("hourly")
+
+
+def test_missed_slots_after_downtime_start_the_latest_only(site: Site) -> None:
+    """A real-clock store whose worker was down: the due slot fires late."""
+    site.deploy("hourly", HOURLY.format(extra=", missed: latest"))
+    _jump(site, "2027-01-01T05:30:00Z")
+    site.engine.work()
+    assert site.slots("hourly") == ["2027-01-01T05:00:00Z"]
+    assert site.schedule("hourly")["counts"]["missed"] == 4
+    assert site.schedule("hourly")["next"][0] == "2027-01-01T06:00:00Z"
+
+
+@pytest.mark.parametrize(("missed", "runs", "counted"), [("all", 5, 0), ("none", 0, 5)])
+def test_missed_all_and_none(site: Site, missed: str, runs: int, counted: int) -> None:
+    site.deploy("hourly", HOURLY.format(extra=f", missed: {missed}"))
+    _jump(site, "2027-01-01T05:30:00Z")
+    site.engine.work()
+    assert len(site.runs("hourly")) == runs
+    assert site.schedule("hourly")["counts"]["missed"] == counted
+
+
+def _jump(site: Site, to: str) -> None:
+    """Move the store's clock without running what falls due on the way (as a worker that was
+    down for that long would find it)."""
+    with site.engine.store.tx() as tx:
+        tx.meta_set("clock_now", str(from_iso(to)))
+
+
+def test_trigger_starts_a_run_now_and_respects_overlap(site: Site) -> None:
+    site.deploy("slow", SLOW.format(overlap="skip"))
+    report = site.engine.schedules.trigger("slow")
+    assert len(report["started"]) == 1
+    again = site.engine.schedules.trigger("slow")
+    assert (again["started"], again["skipped"]) == ([], 1)
+    forced = site.engine.schedules.trigger("slow", allow_overlap=True)
+    assert len(forced["started"]) == 1
+    assert [r["schedule"]["slot"] for r in site.runs("slow")] == [EPOCH, EPOCH]
+
+
+def test_backfill_twice_starts_each_slot_once(site: Site) -> None:
+    site.deploy("hourly", HOURLY.format(extra=""))
+    _jump(site, "2027-01-02T00:00:00Z")
+    site.engine.schedules.pause("hourly")
+    window = (from_iso("2027-01-01T03:00:00Z"), from_iso("2027-01-01T06:00:00Z"))
+    dry = site.engine.schedules.backfill("hourly", *window, dry_run=True)
+    assert [s["slot"] for s in dry["slots"]] == [
+        iso(from_iso(f"2027-01-01T0{h}:00:00Z")) for h in (3, 4, 5, 6)
+    ]
+    assert site.runs("hourly") == []
+    first = site.engine.schedules.backfill("hourly", *window)
+    assert [s["started"] for s in first["slots"]] == [True] * 4
+    second = site.engine.schedules.backfill("hourly", *window)
+    assert [s["started"] for s in second["slots"]] == [False] * 4
+    assert len(site.runs("hourly")) == 4
+
+
+def test_bad_backfill_windows_and_names_are_refused(site: Site) -> None:
+    site.deploy("hourly", HOURLY.format(extra=""))
+    _jump(site, "2028-01-01T00:00:00Z")
+    a, b = from_iso("2027-01-01T03:00:00Z"), from_iso("2027-01-01T01:00:00Z")
+    with pytest.raises(UsageError, match="ends .* before it begins"):
+        site.engine.schedules.backfill("hourly", a, b)
+    with pytest.raises(UsageError, match="more than 1000 slots"):
+        site.engine.schedules.backfill("hourly", b, from_iso("2027-12-01T00:00:00Z"))
+    with pytest.raises(NotFoundError, match=r"no schedule \[hourly/x\]; \[hourly\] has hourly"):
+        site.engine.schedules.trigger("hourly/x")
+
+
+def test_the_role_table_guards_schedules(site: Site) -> None:
+    site.deploy("hourly", HOURLY.format(extra=""))
+    from procflow.runtime.data.identity import Actor
+
+    operator, nobody = Actor("otto", frozenset({"operator"})), Actor("vic")
+    with pytest.raises(NotPermittedError, match="may not trigger schedules"):
+        site.engine.schedules.trigger("hourly", user=nobody)
+    with pytest.raises(NotPermittedError, match="may not pause or resume schedules"):
+        site.engine.schedules.pause("hourly", user=operator)
+    assert site.engine.schedules.trigger("hourly", user=operator)["started"]
+
+
+def test_two_engines_firing_one_slot_start_one_run(site: Site, db_url: str) -> None:
+    site.deploy("hourly", HOURLY.format(extra=""))
+    other = Engine(db_url)
+    try:
+        _jump(site, "2027-01-01T01:00:00Z")
+        row = site.engine.store.read().schedule("hourly")
+        assert row is not None
+        from procflow.runtime.schedules.firing import fire_slot
+
+        with site.engine.store.tx() as tx:  # one fires the slot...
+            fire_slot(site.engine, tx, row, site.engine.now())
+        with other.store.tx() as tx:  # ...the other, with the row it read before, again
+            fire_slot(other, tx, row, other.now())
+    finally:
+        other.close()
+    assert site.slots("hourly") == ["2027-01-01T01:00:00Z"]
