@@ -175,9 +175,7 @@ class _Every:
 
 def _every(step: int, start: int | None) -> _Every:
     if step < SECOND:
-        raise CalendarError(
-            f"every must be at least 1s, got {_short_duration(step)}", key="every"
-        )
+        raise CalendarError(f"every must be at least 1s, got {_short_duration(step)}", key="every")
     return _Every(step, 0 if start is None else start)
 
 
@@ -408,6 +406,8 @@ def _iso(instant: int) -> str:
 
 def _short_duration(micros: int) -> str:
     """``15m``, ``1h30m``, ``1d``: the flow dialect's short form, largest units first."""
+    if micros < 0:
+        return "-" + _short_duration(-micros)
     parts = []
     rest = micros
     for unit, size in (("d", 86_400 * SECOND), ("h", 3600 * SECOND), ("m", 60 * SECOND)):
