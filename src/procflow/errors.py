@@ -15,6 +15,7 @@ request is unusable (every ``UsageError``).
         ExprSyntaxError       not valid text
         ExprEvalError         valid, but not on these values
       DurationError         a malformed duration literal
+      CalendarError         a schedule's calendar cannot be built: key
       UsageError            exit 2: the request is unusable
         ConfigError           a setting's value: setting
         MissingExtraError     an optional part of procflow is not installed: extra
@@ -145,6 +146,20 @@ class ExprEvalError(ExprError):
 
 class DurationError(ProcflowError):
     """A duration literal is malformed (both syntaxes: ``1h30m`` and ISO-8601 ``PT1H30M``)."""
+
+
+class CalendarError(ProcflowError):
+    """A schedule's calendar cannot be built (``procflow.calendar``): a bad cron, ``every``
+    under a second, an unknown time zone, ``end`` before ``start``, two of cron/every/at.
+
+    ``key`` is the schedule key the problem is about (``cron``, ``every``, ``at``, ``timezone``,
+    ``start``, ``end``), so a compiler can report it at that key; ``None`` when it is about
+    several (none or two of cron/every/at).
+    """
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 # --- requests --------------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 - no import cycle among its modules, counting imports inside functions and under
   ``if TYPE_CHECKING:`` (each is a dependency a reader and a refactoring must follow);
-- layers point one way: ``errors``/``states``/``config``/``cursors`` <- ``expr`` <- ``store`` <-
-  ``model`` <- ``runtime`` <- the faces (``cli``, ``server``, ``testing``, ``api``);
+- layers point one way: ``errors``/``states``/``config``/``cursors``/``calendar`` <- ``expr`` <-
+  ``store`` <- ``model`` <- ``runtime`` <- the faces (``cli``, ``server``, ``testing``, ``api``);
 - inside ``runtime`` and ``model``, rooms point one way too (``ROOMS``): a module imports only
   from its own room and the rooms listed before it, and every subpackage is one of the rooms;
 - no package folder of more than 20 modules, and each subpackage says in its docstring what it
@@ -27,7 +27,10 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 PACKAGE = SRC / "procflow"
 MAX_LINES = 600
 
-BASE = ("procflow.errors", "procflow.states", "procflow.config", "procflow.cursors")
+BASE = (
+    "procflow.errors", "procflow.states", "procflow.config", "procflow.cursors",
+    "procflow.calendar",
+)  # fmt: skip
 FACES = ("procflow.cli", "procflow.server", "procflow.testing", "procflow.api")
 # (layer, the modules it may not import); a module belongs to a layer named by it or a prefix.
 FORBIDDEN: tuple[tuple[str, tuple[str, ...]], ...] = (
