@@ -225,7 +225,7 @@ def test_bad_backfill_windows_and_names_are_refused(site: Site) -> None:
     site.deploy("hourly", HOURLY.format(extra=""))
     _jump(site, "2028-01-01T00:00:00Z")
     a, b = from_iso("2027-01-01T03:00:00Z"), from_iso("2027-01-01T01:00:00Z")
-    with pytest.raises(UsageError, match="ends .* before it begins"):
+    with pytest.raises(UsageError, match=r"ends .* before it begins"):
         site.engine.schedules.backfill("hourly", a, b)
     with pytest.raises(UsageError, match="more than 1000 slots"):
         site.engine.schedules.backfill("hourly", b, from_iso("2027-12-01T00:00:00Z"))

@@ -47,7 +47,7 @@ ROOMS: dict[str, tuple[str, ...]] = {
     ),
     "procflow.runtime": (
         "clock", "transition", "faults", "data", "interpret", "definitions", "runs", "waits",
-        "operations", "work", "engine", "commands",
+        "operations", "schedules", "work", "engine", "commands",
     ),
 }  # fmt: skip
 MAX_MODULES = 20

@@ -28,9 +28,7 @@ def schedules_list(limit: int, before: str | None, db_url: str, as_json: bool) -
     counts."""
     with _engine.engine_at(db_url) as engine:
         page = engine.schedules.page(limit=limit, after=before)
-    echo_page(
-        page.items, more_line("schedules", page.next_key), as_json, _line, "no schedules"
-    )
+    echo_page(page.items, more_line("schedules", page.next_key), as_json, _line, "no schedules")
 
 
 def _line(s: dict[str, Any]) -> str:
@@ -94,9 +92,7 @@ def schedules_resume(name: str, user: str | None, db_url: str, as_json: bool) ->
 
 @schedules.command("trigger")
 @click.argument("name", metavar=NAME)
-@click.option(
-    "--overlap", type=click.Choice(["allow"]), help="Start even while its runs are open."
-)
+@click.option("--overlap", type=click.Choice(["allow"]), help="Start even while its runs are open.")
 @as_option("NAME needs the role operator.")
 @db_option
 @json_option

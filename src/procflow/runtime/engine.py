@@ -56,8 +56,8 @@ if TYPE_CHECKING:
     from procflow.runtime.definitions.deploy import Deployed
     from procflow.runtime.interpret.intent import RunCtx
     from procflow.runtime.operations.record_calls import RecordCalls
-    from procflow.runtime.schedules.calls import ScheduleCalls
     from procflow.runtime.operations.retention import Cutoff
+    from procflow.runtime.schedules.calls import ScheduleCalls
     from procflow.runtime.transition import Transition
     from procflow.runtime.work.commit import Committer
     from procflow.runtime.work.loop import WorkLoop
@@ -166,7 +166,6 @@ class Engine(ListingCalls):
     @functools.cached_property
     def record_calls(self) -> RecordCalls:
         from procflow.runtime.operations.record_calls import RecordCalls
-    from procflow.runtime.schedules.calls import ScheduleCalls
 
         return RecordCalls(self)
 
@@ -333,7 +332,6 @@ class Engine(ListingCalls):
     @retry_on_conflict
     def cancel(self, run_id: str, *, user: Actor | str | None = None) -> None:
         from procflow.runtime.operations.lifecycle import cancel_by_operator
-
         from procflow.runtime.schedules.firing import release_buffered
 
         by = self.acting(user, Action.CANCEL)

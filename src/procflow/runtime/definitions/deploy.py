@@ -6,9 +6,8 @@ the entities and seeds the processes run on. Identical content deploys nothing n
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 

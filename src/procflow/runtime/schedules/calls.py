@@ -127,7 +127,7 @@ def _add(row: ScheduleRow, fired: Fired) -> None:
 
 def schedule_json(row: ScheduleRow, next_count: int = 3) -> dict[str, Any]:
     """A schedule as every face shows it (``schedules list --json`` items, ``show``)."""
-    upcoming: list[str] = []
+    upcoming: list[str | None] = []
     if row.next_slot is not None:
         upcoming.append(iso(row.next_slot))
         cal, slot = calendar(row.spec), row.next_slot
@@ -203,9 +203,7 @@ class ScheduleCalls:
         with self.host.store.tx() as tx:
             return schedule_json(resume(tx, key, self.host.now()))
 
-    def trigger(
-        self, key: str, *, allow_overlap: bool = False, user: Any = None
-    ) -> dict[str, Any]:
+    def trigger(self, key: str, *, allow_overlap: bool = False, user: Any = None) -> dict[str, Any]:
         """One run now, as a slot at the current instant: ``{name, started, skipped,
         buffered}`` (``started``: the run ids)."""
         self.acting(user, Action.TRIGGER_SCHEDULE)

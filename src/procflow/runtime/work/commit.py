@@ -20,9 +20,9 @@ from procflow.runtime.interpret.flow import FlowCtx
 from procflow.runtime.interpret.intent import RunCtx
 from procflow.runtime.operations.lifecycle import on_record_write
 from procflow.runtime.runs.host import RunHost
+from procflow.runtime.schedules.firing import release_buffered
 from procflow.runtime.transition import Transition
 from procflow.runtime.waits.delivery import resolve_lookbacks
-from procflow.runtime.schedules.firing import release_buffered
 from procflow.runtime.work.incidents import IncidentCtx
 from procflow.runtime.work.lease import Lease
 from procflow.states import ENDED, RunStatus

@@ -27,11 +27,11 @@ from procflow.errors import StoreConflict
 from procflow.runtime import faults
 from procflow.runtime.clock import system_now
 from procflow.runtime.runs.host import RunHost
+from procflow.runtime.schedules.firing import fire_due
 from procflow.runtime.transition import Transition
 from procflow.runtime.work.advancing import Advancer, Ctx, Failed, Outcome
 from procflow.runtime.work.commit import Committer, Step
 from procflow.runtime.work.slots import Lane, Slots
-from procflow.runtime.schedules.firing import fire_due
 from procflow.runtime.work.timers import fire_due_timers
 from procflow.runtime.work.watchdog import SLOW_SECONDS, Hijacked, Watchdog
 from procflow.states import RunStatus

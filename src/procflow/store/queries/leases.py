@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from procflow.store.codec import chunks
-from procflow.store.queries.timers import FIRST_SCHEDULE, FIRST_TIMER
 from procflow.store.queries.base import LIVE_SQL, Queries, marks
 from procflow.store.queries.runs import RUN_COLS, RunImage, run_row
+from procflow.store.queries.timers import FIRST_SCHEDULE, FIRST_TIMER
 from procflow.store.rows import RunRow
 
 _HELD = f" AND lease_owner=? AND lease_until>=? AND status IN ({LIVE_SQL})"
@@ -121,8 +121,8 @@ class LeaseQueries(Queries):
         return (None, None) if row is None else (row[0], row[1])
 
     def next_wake_times(self) -> tuple[int | None, int | None]:
-        """(the next timer's or schedule slot's due time, the first lease expiry on ready work): what an idle
-        worker waits for, in one statement."""
+        """(the next timer's or schedule slot's due time, the first lease expiry on ready
+        work): what an idle worker waits for, in one statement."""
         row = self.c.execute(
             f"SELECT ({FIRST_TIMER}), ({FIRST_SCHEDULE}), (SELECT min(lease_until) FROM runs "
             "WHERE status='running' AND lease_until IS NOT NULL)"

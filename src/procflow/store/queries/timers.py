@@ -8,9 +8,8 @@ from procflow.store.queries.base import Queries
 from procflow.store.rows import TimerRow
 
 FIRST_TIMER = "SELECT due_at FROM timers ORDER BY due_at LIMIT 1"
-FIRST_SCHEDULE = (
-    "SELECT due_at FROM schedules WHERE due_at IS NOT NULL ORDER BY due_at LIMIT 1"
-)  # SQLite sorts NULLs first: the armed ones only
+# SQLite sorts NULLs first: the armed schedules only.
+FIRST_SCHEDULE = "SELECT due_at FROM schedules WHERE due_at IS NOT NULL ORDER BY due_at LIMIT 1"
 DELETE_TIMERS_OF_TOKEN = "DELETE FROM timers WHERE token_id=?"
 _DELETE_OF_TOKENS = "DELETE FROM timers WHERE token_id = ANY(?::bigint[])"
 _DELETE = "DELETE FROM timers WHERE id=?"
