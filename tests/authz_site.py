@@ -6,8 +6,9 @@ with something for every action to act on, and which role each action needs.
 - The project: the ``orders`` application (``Order`` records guarded by its ``permissions:``
   block and stamped by a process each creates, ``Note`` records named by no permission, a
   process started by hand for a note), the
-  flows ``hold`` (waits a day: a run to cancel) and ``boom`` (fails: a run to retry), and the
-  ``crm`` connector whose ``paid`` event ``hold`` waits for.
+  flows ``hold`` (waits a day: a run to cancel), ``boom`` (fails: a run to retry) and ``tick``
+  (scheduled every hour: a schedule to trigger, pause, resume and backfill), and the ``crm``
+  connector whose ``paid`` event ``hold`` waits for.
 - ``NEEDS``: the lowest role each action of the role table needs; ``allowed(user, action)``.
 """
 
@@ -36,6 +37,10 @@ NEEDS = {
     "deploy": "deployer",
     "enable": "deployer",
     "purge": "deployer",
+    "trigger_schedule": "operator",
+    "pause_schedule": "deployer",
+    "resume_schedule": "deployer",
+    "backfill_schedule": "deployer",
 }
 
 
@@ -95,19 +100,31 @@ steps:
   - stop: { fail: "it fails" }
 """
 
+TICK = """\
+flow: tick
+trigger:
+  schedule: { every: 1h, overlap: allow }
+steps:
+  - hold: { wait: { for: 1d } }
+"""
+
+# A window of the past that holds five of tick's slots (the virtual clock starts at its end).
+BACKFILL_WINDOW = ("2026-12-31T20:00:00Z", "2027-01-01T00:00:00Z")
+
 
 def write_project(root: Path) -> Path:
-    """The project folder: the application, both flows and the ``crm`` connector."""
+    """The project folder: the application, the flows and the ``crm`` connector."""
     project = paid_connector(root / "project")
     write(project / "orders.intent", APP)
     write(project / "hold.flow.yaml", HOLD)
     write(project / "boom.flow.yaml", BOOM)
+    write(project / "tick.flow.yaml", TICK)
     return project
 
 
 def deploy_all(engine: Engine, project: Path) -> None:
     """Deploy the project as the administrator (no ``user``)."""
-    for name in ("orders.intent", "hold.flow.yaml", "boom.flow.yaml"):
+    for name in ("orders.intent", "hold.flow.yaml", "boom.flow.yaml", "tick.flow.yaml"):
         engine.deploy(str(project / name))
 
 

@@ -40,7 +40,7 @@ from procflow.runtime.data.identity import Actor
 from procflow.runtime.definitions.deploy import Deployed
 from procflow.runtime.operations import listing
 
-__all__ = ["Actor", "Engine", "Events", "Page", "Records", "Runs", "Tasks"]
+__all__ = ["Actor", "Engine", "Events", "Page", "Records", "Runs", "Schedules", "Tasks"]
 
 Key = TypeVar("Key", int, str)
 
@@ -227,6 +227,57 @@ class Events:
         return self._e.send_event(type_, data, id_, user=user)
 
 
+class Schedules:
+    """``engine.schedules``: flow schedules, each addressed as its flow's name (a lone schedule)
+    or ``FLOW/NAME``; every call answers the ``procflow schedules ... --json`` shape."""
+
+    def __init__(self, engine: _runtime.Engine) -> None:
+        self._e = engine
+
+    def page(self, *, limit: int = DEFAULT_PAGE, cursor: str | None = None) -> Page:
+        """A page of schedules by name (``limit``: 1 to 500)."""
+        after = _key(cursor, "schedules", str)
+        return _page("schedules", self._e.schedules.page(limit=limit, after=after))
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every schedule, by name (read a page at a time): spec, state, next slots, last run,
+        counts."""
+        return list(_every(lambda c: self.page(limit=MAX_PAGE, cursor=c)))
+
+    def show(self, name: str, next: int = 3) -> dict[str, Any]:
+        """One schedule, with its ``next`` slots (1 to 1000)."""
+        return self._e.schedules.show(name, next)
+
+    def pause(self, name: str, note: str | None = None, *, user: User = None) -> dict[str, Any]:
+        """Stop ``name`` firing (its flow stays enabled; no slot is counted missed meanwhile);
+        ``note``: why, one line shown with its state. Needs the role ``deployer``."""
+        return self._e.schedules.pause(name, note, user=user)
+
+    def resume(self, name: str, *, user: User = None) -> dict[str, Any]:
+        """Arm a paused schedule's first slot after now. Needs the role ``deployer``."""
+        return self._e.schedules.resume(name, user=user)
+
+    def trigger(
+        self, name: str, overlap: str | None = None, *, user: User = None
+    ) -> dict[str, Any]:
+        """Start one run now, as a slot at the current instant: the schedule's overlap applies
+        unless ``overlap="allow"``. Returns ``{name, started, skipped, buffered}``
+        (``started``: the run ids). Needs the role ``operator``."""
+        if overlap not in (None, "allow"):
+            raise UsageError(f'overlap takes only "allow" (or None), not [{overlap}]')
+        return self._e.schedules.trigger(name, allow_overlap=overlap == "allow", user=user)
+
+    def backfill(
+        self, name: str, from_: str | datetime, to: str | datetime, *, dry_run: bool = False,
+        user: User = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """One run for every slot of [``from_``, ``to``] (ISO-8601 timestamps with a zone, or
+        datetimes: naive ones are UTC) that has none yet, oldest first, overlap ignored; at
+        most 1000 slots, none after now. ``dry_run``: only list them. Returns ``{name,
+        dry_run, slots: [{slot, run_id, started}]}``. Needs the role ``deployer``."""
+        return self._e.schedules.backfill(name, from_, to, dry_run=dry_run, user=user)
+
+
 class Engine:
     """``procflow.Engine(url)``: deploy definitions, write records, run, and work."""
 
@@ -247,6 +298,7 @@ class Engine:
         self.runs = Runs(runtime)
         self.tasks = Tasks(runtime)
         self.events = Events(runtime)
+        self.schedules = Schedules(runtime)
 
     def deploy(self, path: str, *, user: User = None) -> list[Deployed]:
         """Validate a definition file completely, then store its new versions."""

@@ -93,3 +93,77 @@ def test_the_python_api_offers_what_the_cli_does_and_refuses_the_same(
         engine.runs.start_for_record(
             "TenantProvisioning", "TenantApplication", rec["id"], again=True
         )
+
+
+# --- schedules ---------------------------------------------------------------------------------
+
+SCHEDULED = """\
+flow: nightly
+trigger:
+  - schedule: { name: early, every: 1h }
+  - schedule: { name: late, cron: "0 18 * * *", timezone: Europe/Berlin }
+steps:
+  - hold: { wait: { for: 90m } }
+"""
+
+
+def test_engine_schedules_list_show_pause_resume_trigger_and_backfill(
+    engine: procflow.Engine, tmp_path: Path
+) -> None:
+    from datetime import datetime
+
+    from procflow.errors import NotFoundError, UsageError
+
+    flow = tmp_path / "nightly.flow.yaml"
+    flow.write_text(SCHEDULED)
+    engine.deploy(str(flow))
+    names = [s["name"] for s in engine.schedules.list()]
+    assert names == ["nightly/early", "nightly/late"]
+    first = engine.schedules.page(limit=1)
+    assert [s["name"] for s in first.items] == ["nightly/early"] and first.next_cursor
+    rest = engine.schedules.page(limit=1, cursor=first.next_cursor)
+    assert [s["name"] for s in rest.items] == ["nightly/late"] and rest.next_cursor is None
+    late = engine.schedules.show("nightly/late", next=2)
+    assert late["spec"] == "0 18 * * * Europe/Berlin"
+    assert late["next"] == ["2027-01-01T17:00:00Z", "2027-01-02T17:00:00Z"]
+
+    paused = engine.schedules.pause("nightly/early", "maintenance")
+    assert (paused["state"], paused["note"], paused["next"]) == ("paused", "maintenance", [])
+    engine.advance("PT2H")
+    assert engine.runs.list(name="nightly") == []
+    resumed = engine.schedules.resume("nightly/early")
+    assert (resumed["state"], resumed["next"][0]) == ("active", "2027-01-01T03:00:00Z")
+
+    started = engine.schedules.trigger("nightly/early")["started"]
+    assert engine.runs.show(started[0])["schedule"] == {
+        "name": "nightly/early", "slot": "2027-01-01T02:00:00Z",
+    }  # fmt: skip
+    skipped = engine.schedules.trigger("nightly/early")
+    assert (skipped["started"], skipped["skipped"]) == ([], 1)  # its run is open: overlap skip
+
+    window = ("2026-12-31T21:00:00Z", datetime(2026, 12, 31, 23))  # text, and a naive datetime
+    dry = engine.schedules.backfill("nightly/early", *window, dry_run=True)
+    assert [s["slot"] for s in dry["slots"]] == [
+        "2026-12-31T21:00:00Z", "2026-12-31T22:00:00Z", "2026-12-31T23:00:00Z",
+    ]  # fmt: skip
+    assert not any(s["started"] for s in dry["slots"])
+    done = engine.schedules.backfill("nightly/early", *window)
+    assert all(s["started"] for s in done["slots"])
+    assert len(engine.runs.list(name="nightly")) == 4
+    assert engine.schedules.show("nightly/early")["counts"]["started"] == 4
+
+    with pytest.raises(NotFoundError, match=r"no schedule \[nightly/x\]"):
+        engine.schedules.show("nightly/x")
+    with pytest.raises(UsageError, match=r'overlap takes only "allow"'):
+        engine.schedules.trigger("nightly/early", overlap="always")
+    with pytest.raises(UsageError, match=r"^backfill to: \[soon\] is not an ISO-8601 timestamp"):
+        engine.schedules.backfill("nightly/early", "2026-12-31T21:00:00Z", "soon")
+    with pytest.raises(UsageError, match=r"ends .* before it begins"):
+        engine.schedules.backfill("nightly/early", "2026-12-31T23:00:00Z", "2026-12-31")
+    with pytest.raises(UsageError, match="1 to 1000"):
+        engine.schedules.show("nightly/early", next=0)
+    with pytest.raises(UsageError, match="one line of text"):
+        engine.schedules.pause("nightly/early", "two\nlines")
+    with pytest.raises(UsageError, match="at most 500"):
+        engine.schedules.pause("nightly/early", "x" * 501)
+    assert engine.schedules.show("nightly/early")["state"] == "active"  # refused: unchanged

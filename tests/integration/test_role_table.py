@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from authz_site import (
+    BACKFILL_WINDOW,
     TOKENS,
     USERS,
     allowed,
@@ -75,6 +76,22 @@ ACTIONS: dict[str, tuple[str, Callable[[Site], Prepared]]] = {
         lambda s: (lambda run_id: lambda u: s.api.runs.retry(run_id, user=u))(failed_run(s.engine)),
     ),
     "purge": ("purge runs", lambda s: lambda u: s.api.runs.purge(ended_before="0s", user=u)),
+    "trigger_schedule": (
+        "trigger schedules",
+        lambda s: lambda u: s.api.schedules.trigger("tick", overlap="allow", user=u),
+    ),
+    "pause_schedule": (
+        "pause or resume schedules",
+        lambda s: lambda u: s.api.schedules.pause("tick", "maintenance", user=u),
+    ),
+    "resume_schedule": (
+        "pause or resume schedules",
+        lambda s: lambda u: s.api.schedules.resume("tick", user=u),
+    ),
+    "backfill_schedule": (
+        "backfill schedules",
+        lambda s: lambda u: s.api.schedules.backfill("tick", *BACKFILL_WINDOW, user=u),
+    ),
 }
 
 

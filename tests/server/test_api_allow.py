@@ -17,11 +17,17 @@ def _concrete(path: str) -> str:
     return re.sub(r"\{[^}]+\}", "x", path)
 
 
+def _pattern(route: str) -> str:
+    """A route's path as Starlette matches it: ``{name:path}`` takes slashes too (a schedule's
+    ``FLOW/NAME``, so ``GET /schedules/x/pause`` shows the schedule ``x/pause``)."""
+    return re.sub(r"\{[^}]+\}", "[^/]+", re.sub(r"\{[^}:]+:path\}", ".+", route))
+
+
 def _answered_on(path: str) -> set[str]:
     """What the endpoints declare for ``path`` (HEAD with every GET), read from ``ENDPOINTS``."""
     found = set()
     for endpoint in ENDPOINTS:
-        if re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", endpoint.path), path):
+        if re.fullmatch(_pattern(endpoint.path), path):
             found |= {endpoint.method, "HEAD"} if endpoint.method == "GET" else {endpoint.method}
     return found
 

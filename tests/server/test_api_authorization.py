@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from authz_site import (
+    BACKFILL_WINDOW,
     BOOM,
     TOKENS,
     USERS,
@@ -30,6 +31,7 @@ from store_dump import dump_store
 
 from procflow.runtime.engine import Engine
 from procflow.server.api import ENDPOINTS
+from procflow.server.openapi import openapi_path
 
 
 @dataclass
@@ -94,6 +96,26 @@ ROLE_ROUTES: dict[tuple[str, str], tuple[str, Callable[[Site], Request]]] = {
         "send_event",
         lambda s: ("POST", "/events", {"json": {"type": "crm.paid", "data": {"invoice": 7}}}),
     ),
+    ("POST", "/schedules/{name:path}/trigger"): (
+        "trigger_schedule",
+        lambda s: ("POST", "/schedules/tick/trigger", {"json": {"overlap": "allow"}}),
+    ),
+    ("POST", "/schedules/{name:path}/pause"): (
+        "pause_schedule",
+        lambda s: ("POST", "/schedules/tick/pause", {"json": {"note": "maintenance"}}),
+    ),
+    ("POST", "/schedules/{name:path}/resume"): (
+        "resume_schedule",
+        lambda s: ("POST", "/schedules/tick/resume", {}),
+    ),
+    ("POST", "/schedules/{name:path}/backfill"): (
+        "backfill_schedule",
+        lambda s: (
+            "POST",
+            "/schedules/tick/backfill",
+            {"json": {"from": BACKFILL_WINDOW[0], "to": BACKFILL_WINDOW[1]}},
+        ),
+    ),
 }
 
 # Routes any signed-in user may read: (a function making the request).
@@ -110,6 +132,8 @@ READ_ROUTES: dict[tuple[str, str], Callable[[Site], Request]] = {
     ("GET", "/tasks"): lambda s: ("GET", "/tasks", {}),
     ("GET", "/tasks/{id}"): lambda s: ("GET", f"/tasks/{_task(s)}", {}),
     ("GET", "/outbox"): lambda s: ("GET", "/outbox", {}),
+    ("GET", "/schedules"): lambda s: ("GET", "/schedules", {}),
+    ("GET", "/schedules/{name:path}"): lambda s: ("GET", "/schedules/tick", {}),
     ("GET", "/metrics"): lambda s: ("GET", "/metrics", {}),
 }
 
@@ -215,5 +239,5 @@ def test_the_document_declares_403_exactly_where_the_role_table_may_refuse(
     refusable = set(ROLE_ROUTES) | {r for r in OWN_RULES if r[1].startswith("/entities")}
     refusable |= {("POST", "/tasks/{id}/complete")}
     for method, path in set(ROLE_ROUTES) | set(READ_ROUTES) | OWN_RULES:
-        declared = "403" in paths[path][method.lower()]["responses"]
+        declared = "403" in paths[openapi_path(path)][method.lower()]["responses"]
         assert declared == ((method, path) in refusable), (method, path)

@@ -12,7 +12,8 @@ import pytest
 from api_site import MakeSite, Site
 from serving import ADMIN_TOKEN, OPS_TOKEN, PLAIN_TOKEN, TOKENS, bearer
 
-from procflow.server.api import definitions, entities, outbox, runs, tasks
+from procflow.server.api import definitions, entities, outbox, runs, schedules, tasks
+from procflow.server.openapi import openapi_path
 from procflow.server.routing import Endpoint
 from procflow.store.store import Store
 
@@ -213,7 +214,7 @@ def test_the_outbox_lists_kept_messages_as_the_cli_does_newest_first(site: Site)
 
 RESOURCE_ENDPOINTS = [
     *definitions.ENDPOINTS, *runs.ENDPOINTS, *tasks.ENDPOINTS, *entities.ENDPOINTS,
-    *outbox.ENDPOINTS,
+    *outbox.ENDPOINTS, *schedules.ENDPOINTS,
 ]  # fmt: skip
 
 
@@ -225,7 +226,7 @@ def test_without_a_bearer_token_every_resource_route_is_a_401(
 ) -> None:
     site = make_site({"PROCFLOW_API_TOKENS": TOKENS})
     site.client.post("/entities/Order", json={"title": "desk"}, headers=bearer(ADMIN_TOKEN))
-    path = endpoint.path.format(name="greet", id="1", entity="Order")
+    path = openapi_path(endpoint.path).format(name="greet", id="1", entity="Order")
     assert not endpoint.public
     site.refused(endpoint.method, path, 401, detail="bearer token", json={})
     wrong = bearer("not-a-token-0123456789abcdef")

@@ -65,6 +65,14 @@ steps:
       timeout: 24h
 """
 
+TICK = """\
+flow: tick
+trigger:
+  schedule: { every: 1h }
+steps:
+  - hold: { wait: { for: 1d } }
+"""
+
 Dump = dict[str, list[tuple[Any, ...]]]
 
 
@@ -73,21 +81,24 @@ def changes(before: Dump, after: Dump) -> list[str]:
 
 
 def seed(url: str, folder: Path) -> list[str]:
-    """Deploy a flow and an intent, start runs, open tasks, create a record: so that known
-    names and ids lead the fuzzer past 404 into the routes' real work. Returns those values."""
+    """Deploy a flow, a scheduled flow and an intent, start runs, open tasks, create a record:
+    so that known names and ids lead the fuzzer past 404 into the routes' real work. Returns
+    those values."""
     (folder / "shop.intent").write_text(INTENT, encoding="utf-8")
     (folder / "greet.flow.yaml").write_text(FLOW, encoding="utf-8")
+    (folder / "tick.flow.yaml").write_text(TICK, encoding="utf-8")
     engine = Engine(url, create=False)
     try:
         engine.deploy(str(folder / "shop.intent"))
         engine.deploy(str(folder / "greet.flow.yaml"))
+        engine.deploy(str(folder / "tick.flow.yaml"))
         runs = [engine.start_flow("greet", {"who": w}) for w in ("ada", "bob")]
         record = engine.create_record("Order", {"title": "first", "total": 3})
         engine.work(until_idle=True)
         tasks = [str(t["id"]) for t in engine.list_tasks()]
     finally:
         engine.close()
-    return [*runs, *tasks, str(record["id"]), "greet", "shop", "Approve", "Manual", "Order"]
+    return [*runs, *tasks, str(record["id"]), "greet", "shop", "Approve", "Manual", "Order", "tick"]
 
 
 # --- the strategies ---------------------------------------------------------------------------

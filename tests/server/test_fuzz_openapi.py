@@ -1,9 +1,10 @@
 """An outside fuzzer, Schemathesis, against ``/openapi.json``: every operation the document lists
 gets requests generated from the document alone, both ones it says are valid and ones it says
 are not, sent in-process to the ASGI app (Schemathesis's own ASGI transport) with a token table
-configured and the administrator's real bearer token, on a SQLite store where a flow and an
-intent app are deployed, runs started, a record made and its task opened (so that known names and
-ids lead part of the requests past 404 into the routes' real work). Each response must:
+configured and the administrator's real bearer token, on a SQLite store where a flow, a scheduled
+flow and an intent app are deployed, runs started, a record made and its task opened (so that
+known names and ids lead part of the requests past 404 into the routes' real work). Each response
+must:
 
 - never be a 5xx (``not_a_server_error``);
 - have a status code, a content type, headers and a body the document declares for the
@@ -87,6 +88,14 @@ steps:
       match: { message: "{{ who }}" }
       timeout: 24h
 """
+# A scheduled flow: its schedule's routes reach past 404 (pause, trigger, backfill it).
+TICK = """\
+flow: tick
+trigger:
+  schedule: { every: 1h, overlap: allow }
+steps:
+  - hold: { wait: { for: 1d } }
+"""
 
 CHECKS = [
     not_a_server_error,
@@ -119,10 +128,13 @@ def seed(url: str, folder: Path) -> dict[str, dict[str, Any]]:
     name something, per path."""
     (folder / "shop.intent").write_text(INTENT, encoding="utf-8")
     (folder / "greet.flow.yaml").write_text(FLOW, encoding="utf-8")
+    (folder / "tick.flow.yaml").write_text(TICK, encoding="utf-8")
     engine = Engine(url)
     try:
         engine.deploy(str(folder / "shop.intent"))
         engine.deploy(str(folder / "greet.flow.yaml"))
+        engine.deploy(str(folder / "tick.flow.yaml"))
+        engine.schedules.trigger("tick")  # a last run to show
         run = engine.start_flow("greet", {"who": "ada"})
         record = engine.create_record("Order", {"title": "first", "total": 3})
         engine.work(until_idle=True)
@@ -141,7 +153,12 @@ def seed(url: str, folder: Path) -> dict[str, dict[str, Any]]:
         "/tasks/{id}/complete": {"id": task},
         "/entities/{entity}": {"entity": "Order"},
         "/entities/{entity}/{id}": {"entity": "Order", "id": record["id"]},
+        **{path: {"name": "tick"} for path in SCHEDULE_PATHS},
     }
+
+
+SCHEDULE_PATHS = [f"/schedules/{{name}}{action}" for action in
+                  ("", "/pause", "/resume", "/trigger", "/backfill")]  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import click
 from procflow.cli import _engine
 from procflow.cli.options import as_option, db_option, json_option, page_options
 from procflow.cli.output import echo_json, echo_page, more_line
-from procflow.errors import UsageError
+from procflow.runtime.schedules.firing import MAX_SLOTS
 
 NAME = "NAME"  # how a schedule is addressed: FLOW (a lone schedule) or FLOW/SCHEDULE
 
@@ -45,7 +45,10 @@ def _line(s: dict[str, Any]) -> str:
 
 @schedules.command("show")
 @click.argument("name", metavar=NAME)
-@click.option("--next", "next_count", default=3, show_default=True, help="How many next slots.")
+@click.option(
+    "--next", "next_count", type=click.IntRange(1, MAX_SLOTS), default=3, show_default=True,
+    help=f"How many next slots (1 to {MAX_SLOTS}).",
+)  # fmt: skip
 @db_option
 @json_option
 def schedules_show(name: str, next_count: int, db_url: str, as_json: bool) -> None:
@@ -58,6 +61,10 @@ def schedules_show(name: str, next_count: int, db_url: str, as_json: bool) -> No
     click.echo(_line({**shown, "next": shown["next"][:1]}))
     for slot in shown["next"]:
         click.echo(f"  next {slot}")
+    if shown["buffered"]:
+        click.echo(f"  buffered {shown['buffered']} (starts when its open run ends)")
+    if shown["error"]:
+        click.echo(f"  error {shown['error']}")
 
 
 @schedules.command("pause")
@@ -107,8 +114,15 @@ def schedules_trigger(
     elif report["started"]:
         click.echo(report["started"][0])
     else:
-        why = "buffered until its open run ends" if report["buffered"] else "skipped"
-        click.echo(f"started nothing: {why} (overlap)")
+        click.echo(f"started nothing: {_why_not(report)}")
+
+
+def _why_not(report: dict[str, Any]) -> str:
+    if report["buffered"]:
+        return "buffered until its open run ends (overlap)"
+    if report["skipped"]:
+        return "skipped: its run is still open (overlap)"
+    return "this instant's slot has its run already"
 
 
 @schedules.command("backfill")
@@ -123,29 +137,27 @@ def schedules_backfill(
     name: str, from_: str, to: str, dry_run: bool, user: str | None, db_url: str,
     as_json: bool,
 ) -> None:  # fmt: skip
-    """One run for every slot in [--from, --to] that has none yet, oldest first."""
-    from procflow.runtime.clock import from_iso
-
-    start, end = _instant(from_, "--from", from_iso), _instant(to, "--to", from_iso)
+    """One run for every slot in [--from, --to] that has none yet, oldest first (the schedule
+    as it is now; at most 1000 slots, none after the current instant)."""
     with _engine.engine_at(db_url) as engine:
-        report = engine.schedules.backfill(name, start, end, dry_run=dry_run, user=user)
+        report = engine.schedules.backfill(name, from_, to, dry_run=dry_run, user=user)
     if as_json:
         echo_json(report)
         return
     for slot in report["slots"]:
-        mark = "started" if slot["started"] else "has run" if slot["run_id"] else "would start"
-        click.echo(f"{slot['slot']}  {mark}  {slot['run_id'] or ''}".rstrip())
-    started = sum(s["started"] for s in report["slots"])
-    click.echo(f"{len(report['slots'])} slots, {started} runs started", err=True)
+        click.echo(f"{slot['slot']}  {_slot_mark(slot)}  {slot['run_id'] or ''}".rstrip())
+    slots = report["slots"]
+    if dry_run:
+        fresh = sum(s["run_id"] is None for s in slots)
+        click.echo(f"{len(slots)} slots, {fresh} would start a run (dry run)", err=True)
+    else:
+        click.echo(f"{len(slots)} slots, {sum(s['started'] for s in slots)} runs started", err=True)
 
 
-def _instant(text: str, flag: str, parse: Any) -> int:
-    try:
-        return int(parse(text))
-    except ValueError:
-        raise UsageError(
-            f"{flag} must be a timestamp like 2027-01-01T00:00:00Z, not [{text}]"
-        ) from None
+def _slot_mark(slot: dict[str, Any]) -> str:
+    if slot["started"]:
+        return "started"
+    return "has run" if slot["run_id"] else "would start"
 
 
 COMMANDS: list[click.Command] = [schedules]

@@ -38,8 +38,13 @@ def unprocessable(field: str, message: str) -> Problem:
     return Problem(422, message, [{"field": field, "message": message}])
 
 
-def json_object(call: Call, members: Collection[str] | None = None) -> dict[str, Any]:
-    """The body as a JSON object; ``members``: the only members it may have (None: any)."""
+def json_object(
+    call: Call, members: Collection[str] | None = None, *, optional: bool = False
+) -> dict[str, Any]:
+    """The body as a JSON object; ``members``: the only members it may have (None: any).
+    ``optional``: no body at all is taken as ``{}`` (a route whose members all have defaults)."""
+    if optional and not call.body:
+        return {}
     body = call.json()
     if not isinstance(body, dict):
         raise unprocessable("", f"the body must be a JSON object, not {_kind(body)}")

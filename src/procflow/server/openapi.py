@@ -104,7 +104,7 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
     if parameters:
         operation["parameters"] = parameters
     if endpoint.body is not None:
-        operation["requestBody"] = {"required": True, "content": endpoint.body}
+        operation["requestBody"] = {"required": endpoint.body_required, "content": endpoint.body}
     return operation
 
 

@@ -101,6 +101,7 @@ class Endpoint:
     public: bool = False  # no bearer token needed (/health, /webhooks)
     params: tuple[dict[str, Any], ...] = ()  # OpenAPI parameter objects (path and query)
     body: dict[str, Any] | None = None  # OpenAPI requestBody content by media type
+    body_required: bool = True  # False: the route takes no body as an empty object
     responses: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def route(self, state: ServerState) -> Route:

@@ -9,12 +9,14 @@ nothing.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
-from procflow.errors import NotFoundError, UsageError
+from procflow.errors import ExprError, NotFoundError, UsageError
 from procflow.model.schedule import Overlap
-from procflow.runtime.clock import iso
+from procflow.runtime.clock import from_datetime, from_iso, iso
 from procflow.runtime.data.access import Action
 from procflow.runtime.operations.listing import Page, check_limit
 from procflow.runtime.runs.host import RunHost
@@ -25,6 +27,8 @@ from procflow.store.rows import ScheduleRow
 from procflow.store.store import Tx
 
 __all__ = [
+    "MAX_NOTE",
+    "Instant",
     "ScheduleCalls",
     "backfill",
     "locked",
@@ -33,6 +37,38 @@ __all__ = [
     "schedule_json",
     "trigger",
 ]
+
+
+MAX_NOTE = 500  # characters of a pause note: a line beside the state, not a document
+
+Instant = int | str | datetime
+"""A backfill window's bound: an ISO-8601 timestamp with a zone (``2027-01-01T00:00:00Z``) or a
+date (its 00:00Z), a datetime (naive: UTC), or microseconds since the epoch."""
+
+
+def instant(value: Instant, what: str) -> int:
+    """``value`` (the window's ``from`` or ``to``) in microseconds; UsageError naming ``what``."""
+    if isinstance(value, datetime):
+        return from_datetime(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if not isinstance(value, str):
+        raise UsageError(f"backfill {what} must be a timestamp, not {type(value).__name__}")
+    try:
+        return from_iso(value)
+    except ExprError as exc:
+        raise UsageError(f"backfill {what}: {exc}") from None
+
+
+def checked_note(note: str | None) -> str | None:
+    """A pause note as kept: one line of at most :data:`MAX_NOTE` characters (blank: none)."""
+    if note is None or not note.strip():
+        return None
+    if any(unicodedata.category(c) in ("Cc", "Cs") for c in note):
+        raise UsageError("the note must be one line of text, without control characters")
+    if len(note) > MAX_NOTE:
+        raise UsageError(f"the note holds {len(note)} characters; at most {MAX_NOTE} are kept")
+    return note.strip()
 
 
 def locked(tx: Tx, key: str) -> ScheduleRow:
@@ -52,7 +88,7 @@ def _known(tx: Tx, key: str) -> str:
 def pause(tx: Tx, key: str, note: str | None) -> ScheduleRow:
     """Stop ``key`` firing (nothing armed, no slot counted missed) until :func:`resume`."""
     row = locked(tx, key)
-    row.paused, row.note = True, note
+    row.paused, row.note = True, checked_note(note)
     arm(row, 0)
     tx.save_schedule(row)
     return row
@@ -147,6 +183,7 @@ def schedule_json(row: ScheduleRow, next_count: int = 3) -> dict[str, Any]:
             {"slot": iso(row.last_slot), "run_id": row.last_run}
             if row.last_slot is not None else None
         ),
+        "error": row.error,
         "counts": {
             "started": row.started, "skipped": row.skipped, "missed": row.missed,
             "buffered": row.buffers,
@@ -184,7 +221,7 @@ class ScheduleCalls:
 
     def show(self, key: str, next_count: int = 3) -> dict[str, Any]:
         if not 1 <= next_count <= MAX_SLOTS:
-            raise UsageError(f"--next takes 1 to {MAX_SLOTS} slots, not {next_count}")
+            raise UsageError(f"the next slots shown are 1 to {MAX_SLOTS}, not {next_count}")
         row = self.host.store.read().schedule(key)
         if row is None:
             raise NotFoundError(
@@ -215,10 +252,11 @@ class ScheduleCalls:
         }  # fmt: skip
 
     def backfill(
-        self, key: str, from_: int, to: int, *, dry_run: bool = False, user: Any = None
+        self, key: str, from_: Instant, to: Instant, *, dry_run: bool = False, user: Any = None
     ) -> dict[str, Any]:
         """``{name, dry_run, slots: [{slot, run_id, started}]}`` (see :func:`backfill`)."""
         self.acting(user, Action.BACKFILL_SCHEDULE)
+        start, end = instant(from_, "from"), instant(to, "to")
         with self.host.store.tx() as tx:
-            slots = backfill(self.host, tx, key, from_, to, self.host.now(), dry_run=dry_run)
+            slots = backfill(self.host, tx, key, start, end, self.host.now(), dry_run=dry_run)
         return {"name": key, "dry_run": dry_run, "slots": slots}

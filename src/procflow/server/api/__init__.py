@@ -6,7 +6,17 @@ engine calls and its serializer; never ``server.web``.
 
 from __future__ import annotations
 
-from procflow.server.api import definitions, entities, events, health, metrics, outbox, runs, tasks
+from procflow.server.api import (
+    definitions,
+    entities,
+    events,
+    health,
+    metrics,
+    outbox,
+    runs,
+    schedules,
+    tasks,
+)
 from procflow.server.routing import Endpoint
 
 __all__ = ["ENDPOINTS"]
@@ -19,5 +29,6 @@ ENDPOINTS: list[Endpoint] = [
     *tasks.ENDPOINTS,
     *entities.ENDPOINTS,
     *outbox.ENDPOINTS,
+    *schedules.ENDPOINTS,
     *metrics.ENDPOINTS,
 ]

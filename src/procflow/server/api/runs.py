@@ -62,6 +62,12 @@ RUN_SCHEMA: dict[str, Any] = {
         "output": {},
         "error": {"type": ["object", "null"]},
         "history": {"type": "array", "items": JSON_OBJECT},
+        "schedule": {
+            "type": "object",
+            "description": "present when a schedule started the run: its name and slot",
+            "properties": {"name": {"type": "string"}, "slot": _TIME},
+            "required": ["name", "slot"],
+        },
     },
     "required": [
         *RUN_SUMMARY_SCHEMA["required"], "version", "record", "tokens", "bindings", "vars",
