@@ -23,7 +23,7 @@ from procflow.server.state import ServerState
 from procflow.store.store import Store
 
 TOKEN = "ops-metrics-token-0123456789abcdef"
-LABELS = {"status", "definition", "kind", "step", "outcome", "le"}
+LABELS = {"status", "definition", "kind", "step", "outcome", "le", "flow", "schedule"}
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
@@ -118,12 +118,57 @@ def test_counters_count_this_process_attempts_and_finished_runs(site: Site, db_u
     )
 
 
+SLOW = """\
+flow: slow
+trigger:
+  schedule: { every: 1h, overlap: skip, missed: latest }
+steps:
+  - hold: { wait: { for: 90m } }
+"""
+
+
+def test_schedule_slots_are_counted_by_outcome_with_their_lag(site: Site, db_url: str) -> None:
+    metrics = ProcessMetrics(db_url)
+    site.engine.loop.advancer.observer = metrics.observer
+    (site.dir / "slow.flow.yaml").write_text(SLOW)
+    site.engine.deploy(str(site.dir / "slow.flow.yaml"))
+    # Each run holds 90 minutes: 01:00 starts, 02:00 is skipped, 03:00 starts, 04:00 skipped;
+    # on the virtual clock each fires at its instant.
+    site.engine.advance("PT4H")
+    with site.engine.store.tx() as tx:  # then the worker is away until 07:30
+        tx.meta_set("clock_now", str(site.engine.now() + 210 * 60 * 1_000_000))
+    # 05:00 fires 2.5 h late: 05:00 and 06:00 are missed, and the latest (07:00) is skipped,
+    # as the 03:00 run has not ended yet (its timer, due at 04:30, fires after the schedules).
+    site.engine.work()
+    found = samples(metrics.exposition().decode())
+    slots = "procflow_schedule_slots_total"
+    counted = {
+        outcome: value(found, slots, flow="slow", schedule="slow", outcome=outcome)
+        for outcome in ("started", "skipped", "missed", "buffered")
+    }
+    assert counted == {"started": 2, "skipped": 3, "missed": 2, "buffered": 0}
+    lag = "procflow_schedule_lag_seconds"
+    assert value(found, f"{lag}_count", flow="slow", schedule="slow") == 5  # one per firing
+    assert value(found, f"{lag}_sum", flow="slow", schedule="slow") == 9000
+    assert value(found, f"{lag}_bucket", flow="slow", schedule="slow", le="0.1") == 4
+    assert value(found, f"{lag}_bucket", flow="slow", schedule="slow", le="3600.0") == 4
+    assert value(found, f"{lag}_bucket", flow="slow", schedule="slow", le="21600.0") == 5
+    shown = site.engine.schedules.show("slow")["counts"]
+    assert {k: shown[k] for k in ("started", "skipped", "missed")} == {
+        "started": 2, "skipped": 3, "missed": 2,
+    }  # fmt: skip
+
+
 def test_no_label_holds_a_run_id_or_anything_but_names(site: Site, db_url: str) -> None:
     metrics = ProcessMetrics(db_url)
     site.engine.loop.advancer.observer = metrics.observer
     populate(site)
+    (site.dir / "slow.flow.yaml").write_text(SLOW)
+    site.engine.deploy(str(site.dir / "slow.flow.yaml"))
+    site.engine.advance("PT1H")  # a scheduled run: schedule labels, its id never one
+    site.runs["slow"] = [r.id for r in site.engine.list_runs(name="slow")]
     run_ids = set(site.all_runs())
-    assert len(run_ids) == 8
+    assert len(run_ids) == 9
     found = samples(metrics.exposition().decode())
     for (name, labels), _ in found.items():
         assert name.startswith("procflow_"), name

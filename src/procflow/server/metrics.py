@@ -6,15 +6,18 @@ one: two servers in one test process must not share counters). Its families:
 
 - counted by this process as its work loop goes (per process, reset at start):
   ``procflow_step_attempts_total{definition,step,outcome}``,
-  ``procflow_step_duration_seconds{definition}`` (histogram) and
-  ``procflow_runs_finished_total{definition,status}``;
+  ``procflow_step_duration_seconds{definition}`` (histogram),
+  ``procflow_runs_finished_total{definition,status}``,
+  ``procflow_schedule_slots_total{flow,schedule,outcome}`` (the slots its work loop fired, by
+  what came of them) and ``procflow_schedule_lag_seconds{flow,schedule}`` (histogram: how long
+  after its nominal instant each due slot fired);
 - read from the store (the same in every process), cached for :data:`GAUGE_TTL` seconds, each
   one indexed query: ``procflow_runs{status,definition}``, ``procflow_runs_waiting{kind}``,
   ``procflow_tasks_open``, ``procflow_oldest_due_seconds``, and ``procflow_store_up`` (0 when
   the store did not answer the last read: the counters are still served).
 
-No label ever holds a run id, a task id or a value: only definition and step names, and the
-fixed outcome, status and kind words.
+No label ever holds a run id, a task id or a value: only definition, step, flow and schedule
+names, and the fixed outcome, status and kind words.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from procflow.errors import ConfigError
+from procflow.runtime.schedules.firing import Fired
 from procflow.runtime.work.observe import CountingObserver, StoreGauges, read_gauges
 from procflow.store.store import Store
 
@@ -52,19 +56,26 @@ GAUGE_TTL = 5.0  # seconds a store reading is served before the store is asked a
 # Attempts are mostly milliseconds (CPU) up to minutes (a call that waits on the world).
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                     10.0, 30.0, 60.0, 300.0)  # fmt: skip
+# A slot fires within a poll of its instant (seconds), later by its jitter (minutes), or hours
+# late after downtime.
+LAG_BUCKETS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 1800.0, 3600.0,
+               21600.0, 86400.0)  # fmt: skip
+SLOT_OUTCOMES = ("started", "skipped", "missed", "buffered")  # what becomes of a fired slot
 
 
 class _Shard:
     """One thread's counts. Only its own thread writes it, so an attempt counts without a lock;
     a scrape reads every shard (a count in flight shows at the next scrape)."""
 
-    __slots__ = ("attempts", "durations", "finished")
+    __slots__ = ("attempts", "durations", "finished", "lags", "slots")
 
     def __init__(self) -> None:
         self.attempts: dict[tuple[str, str, str], int] = {}
         # definition -> a count per bucket (the last: beyond them all), then the sum of seconds
         self.durations: dict[str, list[float]] = {}
         self.finished: dict[tuple[str, str], int] = {}
+        self.slots: dict[tuple[str, str, str], int] = {}  # (flow, schedule, outcome)
+        self.lags: dict[tuple[str, str], list[float]] = {}  # (flow, schedule): as durations
 
 
 class PrometheusObserver(CountingObserver, Collector):
@@ -105,46 +116,84 @@ class PrometheusObserver(CountingObserver, Collector):
         key = (definition, status)
         shard.finished[key] = shard.finished.get(key, 0) + 1
 
+    def slots_fired(self, flow: str, schedule: str, fired: Fired) -> None:
+        """Each outcome counted by its number (a firing that catches up on missed slots counts
+        them all); the lag once per firing (``Fired.lag`` is in microseconds)."""
+        shard = self._shard()
+        counts = (len(fired.started), fired.skipped, fired.missed, fired.buffered)
+        for outcome, count in zip(SLOT_OUTCOMES, counts, strict=True):
+            key = (flow, schedule, outcome)
+            shard.slots[key] = shard.slots.get(key, 0) + count
+        row = shard.lags.get((flow, schedule))
+        if row is None:
+            row = shard.lags[(flow, schedule)] = [0.0] * (len(LAG_BUCKETS) + 2)
+        seconds = fired.lag / 1_000_000
+        row[bisect.bisect_left(LAG_BUCKETS, seconds)] += 1
+        row[-1] += seconds
+
     def describe(self) -> Iterator[Metric]:
         return iter(())
 
     def collect(self) -> Iterator[Metric]:
         with self._shards_lock:
             shards = list(self._shards)
-        attempts: dict[tuple[str, str, str], int] = {}
-        durations: dict[str, list[float]] = {}
-        finished: dict[tuple[str, str], int] = {}
-        for shard in shards:
-            _add(attempts, dict(shard.attempts))
-            _add(finished, dict(shard.finished))
-            for definition, row in dict(shard.durations).items():
-                total = durations.setdefault(definition, [0.0] * len(row))
-                for i, value in enumerate(list(row)):
-                    total[i] += value
-        counted = CounterMetricFamily(
-            "procflow_step_attempts",
-            "Step attempts this process made, by what came of them.",
-            labels=("definition", "step", "outcome"),
-        )
-        for key, count in sorted(attempts.items()):
-            counted.add_metric(list(key), count)
-        yield counted
-        timed = HistogramMetricFamily(
-            "procflow_step_duration_seconds",
-            "How long the step attempts this process made took (wall clock).",
-            labels=("definition",),
-        )
-        for definition, row in sorted(durations.items()):
-            timed.add_metric([definition], _cumulative(row), sum_value=row[-1])
-        yield timed
-        ended = CounterMetricFamily(
-            "procflow_runs_finished",
-            "Runs this process's work loop brought to completed, failed, cancelled or aborted.",
-            labels=("definition", "status"),
-        )
-        for pair, count in sorted(finished.items()):
-            ended.add_metric(list(pair), count)
-        yield ended
+        yield from _step_families(shards)
+        yield from _schedule_families(shards)
+
+
+def _step_families(shards: list[_Shard]) -> Iterator[Metric]:
+    attempts: dict[tuple[str, str, str], int] = {}
+    finished: dict[tuple[str, str], int] = {}
+    for shard in shards:
+        _add(attempts, dict(shard.attempts))
+        _add(finished, dict(shard.finished))
+    counted = CounterMetricFamily(
+        "procflow_step_attempts",
+        "Step attempts this process made, by what came of them.",
+        labels=("definition", "step", "outcome"),
+    )
+    for key, count in sorted(attempts.items()):
+        counted.add_metric(list(key), count)
+    yield counted
+    timed = HistogramMetricFamily(
+        "procflow_step_duration_seconds",
+        "How long the step attempts this process made took (wall clock).",
+        labels=("definition",),
+    )
+    for definition, row in sorted(_merged([s.durations for s in shards]).items()):
+        timed.add_metric([definition], _cumulative(row, DURATION_BUCKETS), sum_value=row[-1])
+    yield timed
+    ended = CounterMetricFamily(
+        "procflow_runs_finished",
+        "Runs this process's work loop brought to completed, failed, cancelled or aborted.",
+        labels=("definition", "status"),
+    )
+    for pair, count in sorted(finished.items()):
+        ended.add_metric(list(pair), count)
+    yield ended
+
+
+def _schedule_families(shards: list[_Shard]) -> Iterator[Metric]:
+    slots: dict[tuple[str, str, str], int] = {}
+    for shard in shards:
+        _add(slots, dict(shard.slots))
+    counted = CounterMetricFamily(
+        "procflow_schedule_slots",
+        "Schedule slots this process's work loop fired, by what came of them: started a run, "
+        "skipped or buffered by the overlap rule, missed.",
+        labels=("flow", "schedule", "outcome"),
+    )
+    for key, count in sorted(slots.items()):
+        counted.add_metric(list(key), count)
+    yield counted
+    lag = HistogramMetricFamily(
+        "procflow_schedule_lag_seconds",
+        "How long after its nominal instant each due schedule slot fired (its jitter included).",
+        labels=("flow", "schedule"),
+    )
+    for pair, row in sorted(_merged([s.lags for s in shards]).items()):
+        lag.add_metric(list(pair), _cumulative(row, LAG_BUCKETS), sum_value=row[-1])
+    yield lag
 
 
 def _add(total: dict[Any, int], counts: dict[Any, int]) -> None:
@@ -152,10 +201,21 @@ def _add(total: dict[Any, int], counts: dict[Any, int]) -> None:
         total[key] = total.get(key, 0) + count
 
 
-def _cumulative(row: list[float]) -> list[tuple[str, float]]:
+def _merged(rows: list[dict[Any, list[float]]]) -> dict[Any, list[float]]:
+    """The histogram rows of every shard, added up by key."""
+    total: dict[Any, list[float]] = {}
+    for shard_rows in rows:
+        for key, row in dict(shard_rows).items():
+            into = total.setdefault(key, [0.0] * len(row))
+            for i, value in enumerate(list(row)):
+                into[i] += value
+    return total
+
+
+def _cumulative(row: list[float], bounds: tuple[float, ...]) -> list[tuple[str, float]]:
     """Prometheus buckets (``le`` → observations at or below it) from per-bucket counts."""
     buckets, running = [], 0.0
-    for bound, count in zip((*map(floatToGoString, DURATION_BUCKETS), "+Inf"), row, strict=False):
+    for bound, count in zip((*map(floatToGoString, bounds), "+Inf"), row, strict=False):
         running += count
         buckets.append((bound, running))
     return buckets
