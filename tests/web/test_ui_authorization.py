@@ -9,6 +9,7 @@ import re
 import web_site
 from store_dump import dump_store
 from test_forms import order_task, signed_in
+from test_schedules import SLOW, names, row
 from web_site import BREAKER, MakeWeb, Web
 
 # The token table of these tests: olga an operator, dora a deployer, pat no role.
@@ -93,3 +94,40 @@ def test_a_task_for_another_role_shows_its_buttons_disabled_saying_why(make_web:
     ) in page
     signed_in(web, web_site.MANAGER_TOKEN)
     assert "disabled" not in _button(web.page(f"/ui/tasks/{task_id}"), "approve")
+
+
+def test_the_schedule_buttons_follow_the_role_table(make_web: MakeWeb) -> None:
+    web = make_web({"PROCFLOW_API_TOKENS": TOKENS})
+    web.flow("slow", SLOW)
+    signed_in(web, PLAIN)
+    html = web.page("/ui/schedules")
+    n = names(html).index("slow") + 1  # the row's number: its buttons' ids end with it
+    for action in ("pause", "trigger"):
+        assert "disabled" in _button(html, f"{action}-{n}")
+    assert "Needs the role deployer (pat has no role)" in row(html, "slow")
+    assert "Needs the role operator (pat has no role)" in row(html, "slow")
+    signed_in(web, OPERATOR)
+    html = web.page("/ui/schedules")
+    assert "disabled" in _button(html, f"pause-{n}")
+    assert "disabled" not in _button(html, f"trigger-{n}")
+    signed_in(web, DEPLOYER)
+    html = web.page("/ui/schedules")
+    assert "disabled" not in _button(html, f"pause-{n}")
+    assert "disabled" not in _button(html, f"trigger-{n}")
+
+
+def test_a_schedule_post_made_anyway_is_refused_and_changes_nothing(make_web: MakeWeb) -> None:
+    web = make_web({"PROCFLOW_API_TOKENS": TOKENS})
+    web.flow("slow", SLOW)
+    web.engine.schedules.pause("slow")  # so that resume would change it
+    signed_in(web, OPERATOR)
+    before = dump_store(web.engine.store)
+    for action in ("pause", "resume"):
+        refused = web.post(f"/ui/schedules/slow/{action}", {})
+        assert refused.status_code == 403
+        assert "may not pause or resume schedules: that needs the role [deployer]" in refused.text
+    signed_in(web, PLAIN)
+    refused = web.post("/ui/schedules/slow/trigger", {})
+    assert refused.status_code == 403
+    assert "may not trigger schedules: that needs the role [operator]" in refused.text
+    assert dump_store(web.engine.store) == before

@@ -23,6 +23,7 @@ from procflow.server.state import ServerState
 from procflow.server.web import pages_definitions as defs
 from procflow.server.web import pages_misc as misc
 from procflow.server.web import pages_runs as runs
+from procflow.server.web import pages_schedules as schedules
 from procflow.server.web import pages_tasks as tasks
 from procflow.server.web.handling import PREFIX, Handler, WebUi, error_page, page_route
 from procflow.server.web.session import Session, Signer
@@ -53,6 +54,10 @@ def web_routes(state: ServerState, ui: WebUi | None = None) -> list[BaseRoute]:
         page("/definitions", defs.definitions_page),
         page("/definitions", defs.upload_definition, "POST"),
         page("/definitions/{name}", defs.definition_page),
+        page("/schedules", schedules.schedules_page),
+        page("/schedules/{name:path}/pause", schedules.pause_schedule, "POST"),
+        page("/schedules/{name:path}/resume", schedules.resume_schedule, "POST"),
+        page("/schedules/{name:path}/trigger", schedules.trigger_schedule, "POST"),
         page("/entities/{entity}", misc.records_page),
         page("/outbox", misc.outbox_page),
         page("/events/new", misc.send_event_page),
