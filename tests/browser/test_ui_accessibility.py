@@ -1,6 +1,7 @@
 """axe-core on every page of the web UI, in the states a user meets them (a list with rows, a run
 waiting and one ended, a refused form, a bad upload, a delivery report, the sign-in page, the
-"Not found" page, a confirmation step): no violation of impact serious or critical on any."""
+"Not found" page, a confirmation step, schedules active and paused and a form's status line, a
+run a schedule started): no violation of impact serious or critical on any."""
 
 from __future__ import annotations
 
@@ -13,6 +14,14 @@ from ui_pages import demo_data, visit
 from ui_site import UiSite
 
 BROKEN = "flow: broken\nsteps:\n  - second:\n      nosuch.action: { x: 1 }\n"
+NIGHTLY = """\
+flow: nightly
+trigger:
+  - schedule: { name: early, every: 1h }
+  - schedule: { name: late, cron: "0 18 * * MON-FRI", timezone: Europe/Berlin }
+steps:
+  - hold: { wait: { for: 90m } }
+"""
 
 
 def test_no_page_has_a_serious_accessibility_violation(
@@ -20,6 +29,10 @@ def test_no_page_has_a_serious_accessibility_violation(
 ) -> None:
     ui = ui_unserved
     runs = demo_data(ui)
+    (tmp_path / "nightly.flow.yaml").write_text(NIGHTLY)
+    ui.deploy(tmp_path / "nightly.flow.yaml")  # two schedules: one paused (disabled buttons)
+    ui.cli("schedules", "pause", "nightly/late", "--note", "holidays")
+    scheduled = ui.cli_json("schedules", "trigger", "nightly/early")["started"][0]
     ui.serve()
     found: list[str] = []
 
@@ -33,7 +46,8 @@ def test_no_page_has_a_serious_accessibility_violation(
         f"/ui/runs/{runs['OrderApproval']}", f"/ui/runs/{runs['renewal-reminders']}",
         "/ui/tasks", f"/ui/tasks/{runs['task']}", "/ui/definitions",
         "/ui/definitions/TenantProvisioning", "/ui/definitions/renewal-reminders",
-        "/ui/entities/TenantApplication", "/ui/outbox", "/ui/events/new",
+        "/ui/entities/TenantApplication", "/ui/outbox", "/ui/events/new", "/ui/schedules",
+        f"/ui/runs/{scheduled}",
     ]  # fmt: skip
     for path in plain_pages:
         visit(page, ui.url(path))
@@ -45,6 +59,11 @@ def test_no_page_has_a_serious_accessibility_violation(
     page.get_by_role("button", name="Cancel", exact=True).click()
     expect(page.get_by_role("button", name="Confirm", exact=True)).to_be_visible()
     check("the confirmation step of Cancel")
+
+    visit(page, ui.url("/ui/schedules"))
+    page.get_by_role("button", name="Resume nightly/late", exact=True).click()
+    expect(page.get_by_role("status")).to_have_text("Resumed nightly/late.")
+    check("the schedules page saying what its form did")
 
     visit(page, ui.url(f"/ui/tasks/{runs['task']}"))
     total = page.get_by_label("total", exact=True)

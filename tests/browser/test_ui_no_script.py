@@ -25,8 +25,8 @@ def test_pages_and_forms_work_without_javascript(ui: UiSite, scriptless: Page) -
     task = open_order_task(ui)
     for path, h1 in (("/ui/runs", "Runs"), (f"/ui/runs/{runs['globex flaky-2']}",
                      f"Run {runs['globex flaky-2']}"), ("/ui/tasks", "Tasks"),
-                     ("/ui/definitions", "Definitions"), ("/ui/outbox", "Outbox"),
-                     ("/ui/events/new", "Send event")):  # fmt: skip
+                     ("/ui/definitions", "Definitions"), ("/ui/schedules", "Schedules"),
+                     ("/ui/outbox", "Outbox"), ("/ui/events/new", "Send event")):  # fmt: skip
         visit(page, ui.url(path))
         assert_frame(page, h1)
     visit(page, ui.url("/ui/runs"))

@@ -11,7 +11,7 @@ from typing import Any
 from playwright.sync_api import Locator, Page, Response, expect
 from ui_site import ONBOARDING, ORDERS, PROVISIONING, REMINDERS, UiSite, wait_for
 
-NAV_LINKS = ("Runs", "Tasks", "Definitions", "Outbox", "Send event")
+NAV_LINKS = ("Runs", "Tasks", "Definitions", "Schedules", "Outbox", "Send event")
 STEP_STATES = ("is-done", "is-active", "is-failed")
 TENANTS = ("acme", "globex flaky-2", "initech refused")  # the three of `make demo`
 DEMO_ACCOUNTS = {
@@ -34,7 +34,7 @@ def visit(page: Page, url: str, status: int = 200) -> Response:
 
 def assert_frame(page: Page, h1: str | re.Pattern[str]) -> None:
     """The contract's frame of every page: a title "<what> · procflow", a navigation landmark
-    with its five links, exactly one h1 (with this text)."""
+    with its six links, exactly one h1 (with this text)."""
     expect(page).to_have_title(re.compile(r"^\S.* · procflow$"))
     nav = page.get_by_role("navigation")
     for name in NAV_LINKS:
