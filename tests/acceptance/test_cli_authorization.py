@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 import pytest
-from authz_site import TOKENS, USERS, write_project
+from authz_site import BACKFILL_WINDOW, TOKENS, USERS, write_project
 from cli_runner import Cli
 from store_dump import dump
 
@@ -29,7 +29,7 @@ def cli(tmp_path: Path, db_url: str, db_env: dict[str, str]) -> Cli:
     cli = Cli(db_url, db_env, project)
     cli.env["PROCFLOW_API_TOKENS"] = TOKENS
     cli("db", "init", "--virtual-clock")
-    cli("deploy", "orders.intent", "hold.flow.yaml", "boom.flow.yaml")
+    cli("deploy", "orders.intent", "hold.flow.yaml", "boom.flow.yaml", "tick.flow.yaml")
     return cli
 
 
@@ -53,7 +53,12 @@ def test_each_command_needs_its_role(cli: Cli) -> None:
         ("operator", ("events", "send", "crm.paid", "--data", '{"invoice": 7}')),
         ("operator", ("runs", "cancel", waiting)),
         ("operator", ("runs", "retry", failed)),
-    ]
+        ("deployer", ("schedules", "pause", "tick", "--note", "maintenance")),
+        ("deployer", ("schedules", "resume", "tick")),
+        ("deployer", ("schedules", "backfill", "tick", "--from", BACKFILL_WINDOW[0],
+                      "--to", BACKFILL_WINDOW[1])),
+        ("operator", ("schedules", "trigger", "tick", "--overlap", "allow")),
+    ]  # fmt: skip
     before = dump(cli.url)
     refused = [cli(*args, "--as", BELOW[role], code=1) for role, args in commands]
     for (role, args), done in zip(commands, refused, strict=True):
@@ -114,7 +119,8 @@ def test_the_walk_names_every_command_that_acts_as_someone() -> None:
     }  # fmt: skip
     walked = {
         "deploy", "definitions disable", "definitions enable", "runs purge", "run", "start",
-        "events send", "runs cancel", "runs retry",
+        "events send", "runs cancel", "runs retry", "schedules pause", "schedules resume",
+        "schedules backfill", "schedules trigger",
     }  # fmt: skip
     own_rules = {
         "tasks complete", "records create", "records update", "records delete", "records get",

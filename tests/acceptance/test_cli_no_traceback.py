@@ -27,6 +27,7 @@ MAX_ID = str(2**63 - 1)
 HUGE_ID = str(2**63)
 HUGER_ID = "9" * 5000  # more digits than int() converts by default
 DEEP = 1_000  # nesting that ends Python's recursion if anything recurses per level
+TICK = "flow: tick\ntrigger:\n  schedule: { every: 15m }\nsteps:\n  - a: { set: { b: 1 } }\n"
 
 
 def deep_json(levels: int = DEEP) -> str:
@@ -42,8 +43,9 @@ def deep_yaml(levels: int = DEEP, *, flow: bool = True) -> str:
 
 
 class Scene:
-    """A store with something in it (an intent and a flow deployed, an order waiting at a user
-    task, a flow run waiting on a timer), and files and paths to give commands."""
+    """A store with something in it (an intent, a flow and a scheduled flow deployed, an order
+    waiting at a user task, a flow run waiting on a timer), and files and paths to give
+    commands."""
 
     def __init__(
         self, url: str, folder: Path, more_bad_stores: dict[str, str] | None = None
@@ -53,6 +55,7 @@ class Scene:
         self.more_bad_stores = more_bad_stores or {}
         self.intent = self.write("shop.intent", INTENT)
         self.flow = self.write("greet.flow.yaml", FLOW)
+        self.scheduled = self.write("tick.flow.yaml", TICK)
         self.deep_flow = self.write("deep.flow.yaml", deep_yaml())
         self.deep_intent = self.write("deep.intent", deep_yaml(flow=False))
         self.deep_block = self.write(
@@ -78,7 +81,7 @@ class Scene:
     def build(self) -> None:
         for args in (
             ("db", "init", "--virtual-clock"),
-            ("deploy", self.intent, self.flow),
+            ("deploy", self.intent, self.flow, self.scheduled),
             ("records", "create", "Order", "--data", '{"title": "first", "total": 3}'),
             ("start", "greet", "--input", "who=ann"),
         ):
@@ -204,6 +207,24 @@ def cases(s: Scene) -> dict[str, list[Case]]:
             ("1", "--data", '{"total": ' + HUGE_ID + "}"),
         ],
         "outbox list": [("--nope",)],
+        "schedules list": [("--limit", "0"), ("--cursor", "x"), ("--cursor", j)],
+        "schedules show": [
+            ("nope",), ("tick/x",), ("tick", "--next", "0"), ("tick", "--next", HUGER_ID), (),
+        ],
+        "schedules pause": [
+            ("nope",), ("tick", "--note", "two\nlines"), ("tick", "--note", "x" * 501),
+            ("tick", "--as", "nobody"), (),
+        ],
+        "schedules resume": [("nope",), ("tick", "--as", "nobody"), ()],
+        "schedules trigger": [("nope",), ("tick", "--overlap", "always"), ()],
+        "schedules backfill": [
+            ("tick", "--from", "soon", "--to", "2027-01-01"), ("tick", "--from", j, "--to", j),
+            ("tick", "--from", "9" * 50, "--to", "2027-01-01"),
+            ("tick", "--from", "2027-01-01T00:00:00Z", "--to", "2026-01-01"),
+            ("tick", "--from", "2026-01-01", "--to", "2027-01-01"),
+            ("tick", "--from", "2026-12-31", "--to", "9999-12-31"),
+            ("nope", "--from", "2026-12-31", "--to", "2027-01-01"), ("tick",), (),
+        ],
         # (only refusals that come before it listens: a case it accepted would serve forever)
         "serve": [
             ("--port", "-1"), ("--port", "70000"), ("--port", HUGER_ID), ("--nope",),
@@ -225,7 +246,10 @@ def good_args(s: Scene) -> dict[str, Case]:
         "definitions enable": ("greet",), "records create": ("Order", "--data", '{"title": "x"}'),
         "records update": ("Order", "1", "--data", "{}"), "records delete": ("Order", "1"),
         "records get": ("Order", "1"), "records list": ("Order",), "events send": ("app.thing",),
-        "tasks list": (), "tasks complete": ("1",), "outbox list": (),
+        "tasks list": (), "tasks complete": ("1",), "outbox list": (), "schedules list": (),
+        "schedules show": ("tick",), "schedules pause": ("tick",), "schedules resume": ("tick",),
+        "schedules trigger": ("tick",),
+        "schedules backfill": ("tick", "--from", "2026-12-31", "--to", "2027-01-01"),
         "serve": ("--port", "0", "--no-worker"),  # refused before it listens, or it would block
     }  # fmt: skip
 
