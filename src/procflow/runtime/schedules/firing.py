@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from procflow.errors import ProcflowError, StoreError
 from procflow.model.schedule import Missed, Overlap
+from procflow.runtime import faults
 from procflow.runtime.data.inputs import check_inputs
 from procflow.runtime.operations.lifecycle import cancel_run
 from procflow.runtime.runs.host import RunHost
@@ -60,6 +61,7 @@ def fire_due(host: RunHost, now: int, limit: int) -> list[tuple[ScheduleRow, Fir
                     break
                 row, key = due[0], due[0].key
                 fired = fire_slot(host, tx, row, now)
+                faults.point("slot_fired")  # its run inserted, nothing committed
         except ProcflowError as exc:
             if isinstance(exc, StoreError) or key is None:
                 raise  # the store's trouble (or a conflict to redo), not this schedule's
