@@ -110,13 +110,11 @@ class ScheduleCompiler:
         f = _Fields()
         self.kind(body, ctx, f)
         f.timezone = self.zone(body.get("timezone"), ctx, f) or "UTC"
-        if "cron" in body.entries:
-            f.cron = self.cron(body.entries["cron"].value, ctx, f)
-        if "every" in body.entries:
-            f.every = self.every(body.entries["every"].value, ctx, f)
-        for key in ("at", "start", "end"):
-            if key in body.entries:
-                setattr(f, key, self.instant(body.entries[key].value, ctx, key, f))
+        f.cron = self.cron(body.get("cron"), ctx, f)
+        f.every = self.every(body.get("every"), ctx, f)
+        f.at = self.instant(body.get("at"), ctx, "at", f)
+        f.start = self.instant(body.get("start"), ctx, "start", f)
+        f.end = self.instant(body.get("end"), ctx, "end", f)
         f.jitter = self.duration(body, "jitter", ctx, f) or f.jitter
         f.grace = self.duration(body, "grace", ctx, f) or f.grace
         f.overlap = Overlap(self.choice(body.get("overlap"), ctx, "overlap", OVERLAPS, f) or "skip")
@@ -162,9 +160,9 @@ class ScheduleCompiler:
             return None
         return name
 
-    def cron(self, node: YNode, ctx: str, f: _Fields) -> str | None:
+    def cron(self, node: YNode | None, ctx: str, f: _Fields) -> str | None:
         text = self.literal(node, ctx, "cron", 'five fields, e.g. "0 6 * * MON-FRI"', f)
-        if text is None:
+        if text is None or node is None:
             return None
         try:
             calendar_of(cron=text)
@@ -173,9 +171,9 @@ class ScheduleCompiler:
             return None
         return text
 
-    def every(self, node: YNode, ctx: str, f: _Fields) -> timedelta | None:
-        value = self.a_duration(node, ctx, "every", f)
-        if value is None:
+    def every(self, node: YNode | None, ctx: str, f: _Fields) -> timedelta | None:
+        value = None if node is None else self.a_duration(node, ctx, "every", f)
+        if value is None or node is None:
             return None
         try:
             calendar_of(every_micros=value // _MICRO)
@@ -184,10 +182,10 @@ class ScheduleCompiler:
             return None
         return value
 
-    def instant(self, node: YNode, ctx: str, key: str, f: _Fields) -> int | None:
+    def instant(self, node: YNode | None, ctx: str, key: str, f: _Fields) -> int | None:
         hint = "an ISO-8601 timestamp with a zone, e.g. 2027-01-01T06:00:00Z"
         text = self.literal(node, ctx, key, hint, f)
-        if text is None:
+        if text is None or node is None:
             return None
         try:
             moment = parse_timestamp(text)
