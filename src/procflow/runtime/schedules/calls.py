@@ -74,7 +74,7 @@ def trigger(host: RunHost, tx: Tx, key: str, now: int, *, allow_overlap: bool) -
         raise UsageError(f"[{row.flow}] is disabled; enable it to start runs")
     fired = Fired()
     overlap = Overlap.ALLOW if allow_overlap else Overlap(row.spec["overlap"])
-    start_slot(host, tx, row, now, now, fired, _open(tx, row), overlap)
+    start_slot(host, tx, row, now, now, fired, _open(tx, row), overlap, keyed=False)
     _add(row, fired)
     tx.save_schedule(row)
     return fired

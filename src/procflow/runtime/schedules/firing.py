@@ -117,8 +117,13 @@ def fire_slot(host: RunHost, tx: Tx, row: ScheduleRow, now: int) -> Fired:
         due = [slot, *calendar(spec).slots_between(slot, now, MAX_SLOTS + 1)]
         chosen = _not_missed(due, Missed(spec.get("missed") or Missed.LATEST))
         fired.missed += len(due) - len(chosen)
-        for late in chosen:
-            start_slot(host, tx, row, late, now, fired, open_runs, Overlap(spec["overlap"]))
+        earlier = set(fired.started)
+        for late in chosen:  # caught up together: overlap looks only at runs open before
+            catching_up = set(fired.started) - earlier
+            start_slot(
+                host, tx, row, late, now, fired, open_runs, Overlap(spec["overlap"]),
+                exempt=catching_up,
+            )  # fmt: skip
         arm(row, now)
     else:
         start_slot(host, tx, row, slot, now, fired, open_runs, Overlap(spec["overlap"]))
@@ -139,37 +144,42 @@ def _not_missed(due: list[int], missed: Missed) -> list[int]:
 
 def start_slot(
     host: RunHost, tx: Tx, row: ScheduleRow, slot: int, now: int, fired: Fired,
-    open_runs: list[RunRow], overlap: Overlap,
+    open_runs: list[RunRow], overlap: Overlap, *, exempt: set[str] | frozenset[str] = frozenset(),
+    keyed: bool = True,
 ) -> None:  # fmt: skip
     """Start ``slot``'s run unless the schedule's open runs (``open_runs``, kept up to date
-    here) and ``overlap`` say otherwise."""
-    if open_runs and overlap is Overlap.SKIP:
+    here; those in ``exempt`` do not count) and ``overlap`` say otherwise. ``keyed``: the run
+    takes the slot's start key (a slot starts one run); a trigger by hand takes none."""
+    blocking = [r for r in open_runs if r.id not in exempt]
+    if blocking and overlap is Overlap.SKIP:
         fired.skipped += 1
         return
-    if open_runs and overlap is Overlap.BUFFER_ONE:
+    if blocking and overlap is Overlap.BUFFER_ONE:
         if row.buffered is None:
             row.buffered = slot
             fired.buffered += 1
         else:
             fired.skipped += 1  # one slot waits at most; a later one arriving meanwhile is skipped
         return
-    if open_runs and overlap is Overlap.CANCEL_PREVIOUS:
-        for run in open_runs:
+    if blocking and overlap is Overlap.CANCEL_PREVIOUS:
+        for run in blocking:
             reason = f"cancelled by its schedule [{row.key}]: the next slot started"
             cancel_run(tx, run, now, reason=reason)
-        open_runs.clear()
-    _start(host, tx, row, slot, fired, open_runs)
+        open_runs[:] = [r for r in open_runs if r not in blocking]
+    _start(host, tx, row, slot, fired, open_runs, keyed)
 
 
 def _start(
-    host: RunHost, tx: Tx, row: ScheduleRow, slot: int, fired: Fired, open_runs: list[RunRow]
-) -> None:
+    host: RunHost, tx: Tx, row: ScheduleRow, slot: int, fired: Fired, open_runs: list[RunRow],
+    keyed: bool = True,
+) -> None:  # fmt: skip
     hint = f"[{row.flow}] is not a flow"
     version = host.catalog.startable(tx, row.flow, "flow", hint)
     _, flow = host.catalog.flow(version.id, tx)
     values = check_inputs(flow, {})  # a scheduled flow's inputs all have defaults
     run_id = insert_flow_run(
-        tx, version.id, flow, values, host.now(), start_key=slot_key(row.key, slot),
+        tx, version.id, flow, values, host.now(),
+        start_key=slot_key(row.key, slot) if keyed else None,
         schedule=(row.key, slot),
     )  # fmt: skip
     if run_id is None:
