@@ -151,6 +151,7 @@ def schedule_json(row: ScheduleRow, next_count: int = 3) -> dict[str, Any]:
             "started": row.started, "skipped": row.skipped, "missed": row.missed,
             "buffered": row.buffers,
         },
+        "error": row.error,  # why its last slot could not start its run
     }  # fmt: skip
 
 
