@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from procflow.errors import ProcflowError, StoreError
 from procflow.model.schedule import Missed, Overlap
 from procflow.runtime import faults
-from procflow.runtime.data.inputs import check_inputs
 from procflow.runtime.operations.lifecycle import cancel_run
 from procflow.runtime.runs.host import RunHost
-from procflow.runtime.runs.starts import insert_flow_run
+from procflow.runtime.runs.starts import insert_run_of
 from procflow.runtime.schedules.arming import arm
 from procflow.runtime.schedules.slots import calendar
 from procflow.states import ENDED
@@ -173,23 +172,17 @@ def _start(
     host: RunHost, tx: Tx, row: ScheduleRow, slot: int, fired: Fired, open_runs: list[RunRow],
     keyed: bool = True,
 ) -> None:  # fmt: skip
-    hint = f"[{row.flow}] is not a flow"
-    version = host.catalog.startable(tx, row.flow, "flow", hint)
-    _, flow = host.catalog.flow(version.id, tx)
-    values = check_inputs(flow, {})  # a scheduled flow's inputs all have defaults
-    run_id = insert_flow_run(
-        tx, version.id, flow, values, host.now(),
-        start_key=slot_key(row.key, slot) if keyed else None,
-        schedule=(row.key, slot),
+    plan = row.plan  # the newest version's, kept by the deploy: firing compiles nothing
+    run = insert_run_of(
+        tx, plan["version_id"], row.flow, plan["first"], plan["inputs"], host.now(),
+        start_key=slot_key(row.key, slot) if keyed else None, schedule=(row.key, slot),
     )  # fmt: skip
-    if run_id is None:
+    if run is None:
         return  # this slot has its run already: exactly one per slot
-    run = tx.run(run_id)
-    assert run is not None
     open_runs.append(run)
     row.open_runs = [r.id for r in open_runs]
-    row.last_slot, row.last_run = slot, run_id
-    fired.started.append(run_id)
+    row.last_slot, row.last_run = slot, run.id
+    fired.started.append(run.id)
 
 
 def slot_key(key: str, slot: int) -> str:
