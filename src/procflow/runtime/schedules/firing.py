@@ -70,7 +70,11 @@ def fire_due(host: RunHost, now: int, limit: int) -> list[tuple[ScheduleRow, Fir
 
 def _fire_group(host: RunHost, now: int, size: int) -> list[tuple[ScheduleRow, Fired]]:
     with host.store.tx() as tx:
-        out = [(row, fire_slot(host, tx, row, now)) for row in tx.due_schedules(now, size)]
+        rows = tx.due_schedules(now, size)
+        # The runs each schedule last started, read once for the group (one statement, not one
+        # a slot): most have ended by the next slot.
+        known = tx.runs_by_id([i for row in rows for i in row.open_runs])
+        out = [(row, fire_slot(host, tx, row, now, known)) for row in rows]
         if out:
             faults.point("slot_fired")  # their runs inserted, nothing committed
         return out
@@ -104,11 +108,14 @@ def _failed(host: RunHost, key: str, now: int, why: str) -> ScheduleRow:
         return row
 
 
-def fire_slot(host: RunHost, tx: Tx, row: ScheduleRow, now: int) -> Fired:
-    """Fire ``row``'s armed slot (locked, due by ``now``) and arm the next one."""
+def fire_slot(
+    host: RunHost, tx: Tx, row: ScheduleRow, now: int, known: dict[str, RunRow] | None = None
+) -> Fired:
+    """Fire ``row``'s armed slot (locked, due by ``now``) and arm the next one. ``known``: the
+    runs of its ``open_runs`` as already read in this transaction."""
     assert row.next_slot is not None
     slot, spec, fired = row.next_slot, row.spec, Fired(lag=max(0, now - row.next_slot))
-    open_runs = _open_runs(tx, row)
+    open_runs = _open_runs(tx, row, known)
     if row.buffered is not None and not open_runs:
         _start(host, tx, row, row.buffered, fired, open_runs)
         row.buffered = None
@@ -190,9 +197,12 @@ def slot_key(key: str, slot: int) -> str:
     return f"schedule:{key}@{slot}"
 
 
-def _open_runs(tx: Tx, row: ScheduleRow) -> list[RunRow]:
+def _open_runs(tx: Tx, row: ScheduleRow, known: dict[str, RunRow] | None = None) -> list[RunRow]:
     """The runs ``row`` started that have not ended (the row's list pruned of ended ones)."""
-    runs = tx.runs_by_id(row.open_runs) if row.open_runs else {}
+    if known is not None:
+        runs = known
+    else:
+        runs = tx.runs_by_id(row.open_runs) if row.open_runs else {}
     live = [runs[i] for i in row.open_runs if i in runs and runs[i].status not in ENDED]
     row.open_runs = [r.id for r in live]
     return live
