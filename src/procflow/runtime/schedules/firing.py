@@ -199,10 +199,9 @@ def slot_key(key: str, slot: int) -> str:
 
 def _open_runs(tx: Tx, row: ScheduleRow, known: dict[str, RunRow] | None = None) -> list[RunRow]:
     """The runs ``row`` started that have not ended (the row's list pruned of ended ones)."""
-    if known is not None:
-        runs = known
-    else:
-        runs = tx.runs_by_id(row.open_runs) if row.open_runs else {}
+    if known is None:
+        known = tx.runs_by_id(row.open_runs) if row.open_runs else {}
+    runs = known
     live = [runs[i] for i in row.open_runs if i in runs and runs[i].status not in ENDED]
     row.open_runs = [r.id for r in live]
     return live
