@@ -136,12 +136,16 @@ def slot_cost(url: str, folder: Path, n: int) -> tuple[float, float]:
     return slot, start
 
 
+BENCH_KEY = "procflow-bench-secret-key-" + "k" * 24  # PostgreSQL stores need a shared key
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--minutes", type=int, default=2)
     parser.add_argument("--db", default=None)
     args = parser.parse_args()
+    os.environ.setdefault("PROCFLOW_SECRET_KEY", BENCH_KEY)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         url = fresh_store(args.db, folder)
