@@ -370,8 +370,9 @@ def _gap_end(local: datetime, zone: ZoneInfo) -> int:
 @cache
 def _zones() -> frozenset[str]:
     # The names zoneinfo can load from the system's database or the tzdata package (the
-    # directory walk takes tens of milliseconds: once per process).
-    return frozenset(available_timezones())
+    # directory walk takes tens of milliseconds: once per process). Some systems list their own
+    # `localtime` there: it is no IANA name, and it would read differently on each machine.
+    return frozenset(available_timezones()) - {"localtime", "posixrules"}
 
 
 def _nearest_zone(name: str, zones: frozenset[str]) -> str | None:

@@ -91,7 +91,9 @@ def test_run_scheduled_at_is_null_in_a_run_started_by_hand(site: Site) -> None:
 
 @pytest.mark.parametrize(
     ("overlap", "started", "skipped", "buffered"),
-    [("skip", 2, 2, 0), ("allow", 4, 0, 0), ("buffer_one", 3, 0, 1)],
+    # buffer_one: 02:00 waits for the 01:00 run (ends 02:30), 03:00 for that one (ends 04:00);
+    # 04:00 arrives while 03:00 waits, and is skipped
+    [("skip", 2, 2, 0), ("allow", 4, 0, 0), ("buffer_one", 3, 1, 2)],
 )
 def test_overlap_decides_while_a_run_is_open(
     site: Site, overlap: str, started: int, skipped: int, buffered: int
@@ -261,3 +263,47 @@ def test_two_engines_firing_one_slot_start_one_run(site: Site, db_url: str) -> N
     finally:
         other.close()
     assert site.slots("hourly") == ["2027-01-01T01:00:00Z"]
+
+
+DAILY = """\
+flow: daily
+trigger:
+  schedule: {{ cron: "{cron}", timezone: {zone} }}
+steps:
+  - s: {{ set: {{ at: "{{{{ run.scheduled_at }}}}" }} }}
+"""
+
+
+@pytest.mark.parametrize(
+    ("zone", "cron", "before", "slots"),
+    [
+        # spring: 02:30 does not exist; it fires once, at the first instant after the gap
+        ("Europe/Berlin", "30 2 * * *", "2027-03-27T12:00:00Z",
+         ["2027-03-28T01:00:00Z", "2027-03-29T00:30:00Z"]),
+        ("America/New_York", "30 2 * * *", "2027-03-13T12:00:00Z",
+         ["2027-03-14T07:00:00Z", "2027-03-15T06:30:00Z"]),
+        # autumn: 02:30 (Berlin) and 01:30 (New York) happen twice; each fires once, the first
+        ("Europe/Berlin", "30 2 * * *", "2027-10-30T12:00:00Z",
+         ["2027-10-31T00:30:00Z", "2027-11-01T01:30:00Z"]),
+        ("America/New_York", "30 1 * * *", "2027-11-06T12:00:00Z",
+         ["2027-11-07T05:30:00Z", "2027-11-08T06:30:00Z"]),
+    ],
+)  # fmt: skip
+def test_daylight_saving_days_fire_each_local_time_once(
+    site: Site, zone: str, cron: str, before: str, slots: list[str]
+) -> None:
+    _jump(site, before)
+    site.deploy("daily", DAILY.format(cron=cron, zone=zone))
+    site.engine.advance("P2D")
+    assert site.slots("daily") == slots
+    assert [r["bindings"]["s"]["at"] for r in site.runs("daily")] == slots
+
+
+def test_a_minute_level_cron_keeps_real_time_through_the_autumn_repeat(site: Site) -> None:
+    _jump(site, "2027-10-30T23:50:00Z")  # 01:50 in Berlin; the clocks go back at 01:00Z
+    site.deploy("daily", DAILY.format(cron="*/30 * * * *", zone="Europe/Berlin"))
+    site.engine.advance("PT2H")
+    assert site.slots("daily") == [
+        "2027-10-31T00:00:00Z", "2027-10-31T00:30:00Z", "2027-10-31T01:00:00Z",
+        "2027-10-31T01:30:00Z",
+    ]  # fmt: skip

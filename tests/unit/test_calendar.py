@@ -469,6 +469,7 @@ def test_each_problem_is_a_one_line_calendar_error_naming_its_key(
             "UTC)",
         ),
         ("", "[] is not an IANA time zone"),
+        ("localtime", "[localtime] is not an IANA time zone"),  # the machine's own zone
         ("../../etc/passwd", "[../../etc/passwd] is not an IANA time zone"),
     ],
 )

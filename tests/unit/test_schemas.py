@@ -33,6 +33,7 @@ from procflow.model.connectors.registry import ConnectorRegistry
 from procflow.model.flow import compiler as flow
 from procflow.model.flow import core as flow_core
 from procflow.model.flow import ids as flow_ids
+from procflow.model.flow import schedules as flow_schedules
 from procflow.model.intent import compiler as intent
 from procflow.model.intent import data as intent_data
 from procflow.model.intent import permissions as intent_permissions
@@ -313,6 +314,36 @@ output: [1, "{{ n }}", { a: null }]
 """,
         id="every-flow-construct",
     ),
+    pytest.param(
+        "flow",
+        """\
+flow: t
+trigger:
+  schedule: { cron: "0 6 * * MON-FRI", timezone: Europe/Berlin, jitter: 2m, overlap: skip,
+              missed: latest, grace: PT1M, start: 2027-01-01, end: 2027-12-31T23:59:59Z }
+inputs:
+  region: { type: string, default: eu }
+steps:
+  - a: { log.write: { message: "{{ run.scheduled_at }} {{ region }}" } }
+""",
+        id="lone-schedule",
+    ),
+    pytest.param(
+        "flow",
+        """\
+flow: t
+trigger:
+  - { event: slack.approval, as: evt }
+  - schedule: { name: often, every: 15m, start: "2027-01-01T00:00:00+01:00" }
+  - schedule: { name: once, at: 2027-06-01T12:00:00Z, overlap: cancel_previous, missed: all }
+  - schedule: { name: hourly, cron: "@hourly", overlap: buffer_one, missed: none }
+inputs:
+  evt: { type: object, default: {} }
+steps:
+  - a: { log.write: { message: m } }
+""",
+        id="trigger-list",
+    ),
 ]
 
 
@@ -345,6 +376,8 @@ processes:
 """
 FLOW_OK = """\
 flow: t
+trigger:
+  - schedule: { name: s, every: 1h, overlap: allow }
 steps:
   - a: { log.write: { message: m }, retry: { count: 1, every: 1m } }
   - w: { wait: { for: 1s } }
@@ -378,6 +411,8 @@ TYPOS = [
     pytest.param("flow", typo(FLOW_OK, "retry:", "retyr:"), "retyr", id="flow-step"),
     pytest.param("flow", typo(FLOW_OK, "every: 1m", "evry: 1m"), "evry", id="flow-retry"),
     pytest.param("flow", typo(FLOW_OK, "for: 1s", "fro: 1s"), "fro", id="wait"),
+    pytest.param("flow", typo(FLOW_OK, "overlap:", "overlpa:"), "overlpa", id="schedule"),
+    pytest.param("flow", typo(FLOW_OK, "- schedule:", "- schedul:"), "schedul", id="trigger"),
     pytest.param(
         "flow", typo(FLOW_OK, "for: 1s }", "for: 1s }, retry: 1"), "retry", id="misplaced"
     ),
@@ -458,7 +493,8 @@ def test_intent_schema_names_are_the_compilers() -> None:
 FLOW_KEYS = [
     pytest.param((), flow.TOP_KEYS, id="top"),
     pytest.param(("input",), flow.INPUT_KEYS, id="input"),
-    pytest.param(("trigger",), flow.TRIGGER_KEYS, id="trigger"),
+    pytest.param(("eventTrigger",), flow.TRIGGER_KEYS, id="trigger"),
+    pytest.param(("schedule",), flow_schedules.SCHEDULE_KEYS, id="schedule"),
     pytest.param(("stepBody", "retry"), flow_core.RETRY_KEYS, id="retry"),
     pytest.param(("stepBody", "repeat"), flow_core.REPEAT_KEYS, id="repeat"),
     pytest.param(("stepBody", "wait"), flow_core.WAIT_KEYS, id="wait"),
@@ -478,6 +514,8 @@ def test_flow_step_keys_are_the_compilers() -> None:
     }
     assert {k for k in props("flow", "stepBody") if "." not in k} == known
     assert enum("flow", "input", "type") == list(flow.INPUT_TYPES)
+    assert enum("flow", "schedule", "overlap") == list(flow_schedules.OVERLAPS)
+    assert enum("flow", "schedule", "missed") == list(flow_schedules.MISSED)
     names = schemas.schema("flow")["$defs"]["step"]["propertyNames"]
     assert names["not"]["enum"] == list(flow_ids.RESERVED)
 

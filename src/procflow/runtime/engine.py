@@ -323,9 +323,9 @@ class Engine(ListingCalls):
         values = check_inputs(flow, inputs)
 
         def insert(host: Engine, tx: Tx) -> str:
-            run_id = insert_flow_run(tx, version.id, flow, values, host.now(), by=by)
-            assert run_id is not None  # no start key: nothing to collide with
-            return run_id
+            run = insert_flow_run(tx, version.id, flow, values, host.now(), by=by)
+            assert run is not None  # no start key: nothing to collide with
+            return run.id
 
         return self.writes.run(self, insert)
 

@@ -116,6 +116,7 @@ class ScheduleRow:
     flow: str
     name: str
     spec: dict[str, Any]
+    plan: dict[str, Any]  # how its runs start: {version_id, first, inputs} of the newest version
     paused: bool = False
     note: str | None = None
     disabled: bool = False

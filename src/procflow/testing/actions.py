@@ -74,6 +74,13 @@ def scenario_environment(scenario: Scenario) -> dict[str, str]:
     return environ | dict(scenario.given.secrets)
 
 
+# What run expectations see when a scheduled flow's scenario has no run yet.
+NO_RUN: dict[str, Any] = {
+    "id": None, "status": "no run", "history": [], "bindings": {}, "output": None,
+    "error": None, "tokens": [],
+}  # fmt: skip
+
+
 class _Run:
     def __init__(self, test: TestFile, scenario: Scenario, engine: Engine, fakes: InstalledFakes):
         self.test = test
@@ -94,11 +101,26 @@ class _Run:
                     break
         except _ActionError as exc:
             outcome.failure = exc.failure
-        if self.run_id:
-            history = self.engine.show(self.run_id)["history"]
-            outcome.steps = coverage.visited(history)
-            outcome.routes = coverage.taken(self.test.process, history)
+        for run_id in self._covered():
+            history = self.engine.show(run_id)["history"]
+            outcome.steps |= coverage.visited(history)
+            outcome.routes |= coverage.taken(self.test.process, history)
         return outcome
+
+    def _covered(self) -> list[str]:
+        """The runs whose steps count: the scenario's own run, or, in a scenario of a
+        scheduled flow that starts none, every run its schedules started."""
+        if self.run_id:
+            return [self.run_id]
+        return [r["id"] for r in self._flow_runs()]
+
+    def _flow_runs(self) -> list[dict[str, Any]]:
+        """Every run of the tested flow, oldest first (``runs show`` JSON)."""
+        chosen = self.test.process
+        if not isinstance(chosen, Flow):
+            return []
+        rows = sorted(self.engine.list_runs(name=chosen.name), key=lambda r: (r.started_at, r.id))
+        return [self.engine.show(r.id) for r in rows]
 
     # --- given ----------------------------------------------------------------------------
 
@@ -109,7 +131,9 @@ class _Run:
         for entity, rows in given.records.items():
             for row in rows:
                 self._guard("given.records", pos, partial(self.engine.create_record, entity, row))
-        if isinstance(chosen, Flow):
+        if isinstance(chosen, Flow) and given.inputs is None:
+            pass  # a scheduled flow's scenario: its schedules start the runs
+        elif isinstance(chosen, Flow):
             inputs = given.inputs or {}
             self.run_id = self._guard(
                 "given.inputs", pos,
@@ -177,10 +201,11 @@ class _Run:
         self.engine.send_event(str(rendered["type"]), rendered.get("data"), rendered.get("id"))
 
     def _render(self, value: dict[str, Any]) -> Any:
-        shown = self.engine.show(self.run_id, 0)
+        run_id = self._current()
+        shown = self.engine.show(run_id, 0) if run_id else NO_RUN | {"started_at": None}
         env = {
             "bindings": shown["bindings"],
-            "run": {"id": self.run_id, "started_at": shown["started_at"]},
+            "run": {"id": run_id, "started_at": shown["started_at"]},
             "record": self._record_now(),
         }
         now = datetime.fromtimestamp(self.engine.now() / 1_000_000, UTC)
@@ -191,7 +216,7 @@ class _Run:
 
     def _complete(self, value: dict[str, Any]) -> None:
         step = value["task"]
-        open_tasks = [t for t in self.engine.list_tasks() if t["run_id"] == self.run_id]
+        open_tasks = [t for t in self.engine.list_tasks() if t["run_id"] == self._current()]
         task = next((t for t in open_tasks if t["step"] == step), None)
         if task is None:
             shown = [t["step"] for t in open_tasks]
@@ -219,7 +244,15 @@ class _Run:
         self.engine.delete_record(entity, record_id)
 
     def _cancel(self, _value: Any) -> None:
-        self.engine.cancel(self.run_id)
+        self.engine.cancel(self._current())
+
+    def _current(self) -> str:
+        """The run actions act on: the scenario's own, else the newest its schedules started
+        ("" before there is one)."""
+        if self.run_id:
+            return self.run_id
+        runs = self.engine.list_runs(name=self.test.process.name)
+        return max(runs, key=lambda r: (r.started_at, r.id)).id if runs else ""
 
     def _own_record(self, key: str) -> tuple[str, int]:
         if self.record is None:
@@ -242,8 +275,11 @@ class _Run:
         entity: Entity | None = None
         if self.record is not None and app is not None:
             entity = app.entity(self.record[0])
+        runs = self._flow_runs()
+        run = self.engine.show(self.run_id) if self.run_id else (runs[-1] if runs else NO_RUN)
         return Observed(
-            run=self.engine.show(self.run_id),
+            run=run,
+            runs=runs,
             record=self._record_now(),
             entity=entity,
             application=app if isinstance(app, Application) else None,

@@ -36,6 +36,7 @@ class Observed:
     tasks: list[dict[str, Any]]
     outbox: list[dict[str, Any]]
     calls: dict[str, int]
+    runs: list[dict[str, Any]]  # every run of the tested flow, oldest first (``runs show``)
 
     @property
     def trail(self) -> list[str]:
@@ -117,6 +118,23 @@ def subset(
     if isinstance(expected, bool) or isinstance(actual, bool):
         return expected is actual  # true is not 1
     return bool(expected == actual)
+
+
+def _runs(expected: Any, seen: Observed) -> Failure | None:
+    """``runs: N`` or ``runs: [ {status, output, scheduled_at}, ... ]``, oldest first: the runs
+    of the tested flow in the scenario's store (a scheduled flow's: those its schedules
+    started)."""
+    if isinstance(expected, int):
+        count = len(seen.runs)
+        return None if count == expected else Failure("runs", expected, count)
+    actual = [
+        {
+            "status": r["status"], "output": r["output"],
+            "scheduled_at": (r.get("schedule") or {}).get("slot"),
+        }
+        for r in seen.runs
+    ]  # fmt: skip
+    return None if subset(list(expected), actual) else Failure("runs", expected, actual)
 
 
 def _output(expected: Any, seen: Observed) -> Failure | None:
@@ -214,4 +232,5 @@ CHECKS: dict[str, Callable[[Any, Observed], Failure | None]] = {
     "outbox": _outbox,
     "calls": _calls,
     "history": _history,
+    "runs": _runs,
 }

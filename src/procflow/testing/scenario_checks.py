@@ -37,7 +37,7 @@ ACTION_KEYS = (
 )  # fmt: skip
 EXPECT_KEYS = (
     "status", "path", "visited", "not_visited", "waiting", "output", "bindings", "record",
-    "error", "tasks", "outbox", "calls", "history",
+    "error", "tasks", "outbox", "calls", "history", "runs",
 )  # fmt: skip
 WAIT_KINDS = ("timer", "retry", "poll", "event", "record", "task")
 _LIST_OF_NAMES = ("path", "visited", "not_visited", "history")
@@ -151,6 +151,8 @@ class Checker:
         if node is None:
             if isinstance(chosen, Process):
                 self.diags.error(where, "given: an intent scenario needs given.record")
+            if isinstance(chosen, Flow) and chosen.schedules:
+                return Given(inputs=None)  # no run of its own: its schedules start them
             return Given(inputs={} if isinstance(chosen, Flow) else None)
         given = self.mapping(node, "given", GIVEN_KEYS)
         if given is None:
@@ -286,6 +288,10 @@ class Checker:
                     self._list_of_maps(value, where, None)
             elif key == "status" and not (isinstance(value, YScalar) and value.value is not None):
                 self.diags.error(value.pos, f"{where}: expected a run status")
+            elif key == "runs" and not (
+                isinstance(value, YScalar) and type(value.value) is int and value.value >= 0
+            ):
+                self._list_of_maps(value, where, ("status", "output", "scheduled_at"))
 
     def _list_of_maps(self, node: YNode, what: str, allowed: Sequence[str] | None) -> None:
         if not isinstance(node, YSeq):

@@ -21,11 +21,13 @@ from procflow.model.flow.exprs import (
     input_shape,
 )
 from procflow.model.flow.ids import RESERVED, collect_ids
+from procflow.model.flow.schedules import SCHEDULE_KEYS, ScheduleCompiler, check_inputs
 from procflow.model.flow.steps import StepCompiler
 from procflow.model.intent.values import a_type
 from procflow.model.ir import Flow, FlowStep, FlowTrigger, InputDecl, InputType
 from procflow.model.reading.reader import Reader
-from procflow.model.reading.yamlsrc import YMap, YNode, YScalar
+from procflow.model.reading.yamlsrc import YMap, YNode, YScalar, YSeq, kind_name
+from procflow.model.schedule import Schedule
 from procflow.model.source import Diagnostics, suggest
 from procflow.model.values import literal_mismatch
 
@@ -33,6 +35,12 @@ TOP_KEYS = ("flow", "description", "version", "trigger", "inputs", "steps", "rec
 INPUT_KEYS = ("type", "required", "default", "description")
 INPUT_TYPES = ("string", "integer", "number", "boolean", "object", "array", "timestamp")
 TRIGGER_KEYS = ("event", "as", "when")
+# a schedule's keys written straight into an event trigger: say where they belong
+SCHEDULE_HINTS = {
+    k: f"[{k}] belongs to a schedule: trigger: {{ schedule: {{ {k}: ... }} }}"
+    for k in SCHEDULE_KEYS
+    if k != "name"
+}
 FLOW_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 TOP = "flow"
 
@@ -80,7 +88,7 @@ class _FlowCompiler:
         ids = collect_ids(top, self.r)
         steps_c = StepCompiler(self.r, self.x, self.registry, ids, inputs)
         self.looked_up = steps_c.looked_up
-        trigger = self.trigger(top.get("trigger"), inputs, steps_c)
+        trigger, schedules = self.triggers(top.get("trigger"), name, inputs, steps_c)
         visible = self.input_shapes(inputs)
         base = Scope({**visible, "run": RUN_SHAPE}, hidden=steps_c.hidden)
         steps_node = self.r.require(top, "steps", TOP, "the steps the flow runs")
@@ -102,6 +110,7 @@ class _FlowCompiler:
             recover=recover,
             output=output,
             connectors=dict(sorted(steps_c.used.items())),
+            schedules=schedules,
         )
 
     # --- header ----------------------------------------------------------------------------
@@ -204,17 +213,89 @@ class _FlowCompiler:
 
     # --- trigger ---------------------------------------------------------------------------
 
+    def triggers(
+        self,
+        node: YNode | None,
+        flow_name: str | None,
+        inputs: Mapping[str, InputDecl],
+        steps: StepCompiler,
+    ) -> tuple[FlowTrigger | None, tuple[Schedule, ...]]:
+        """``trigger``: one event trigger or schedule, or a list of at most one event trigger
+        and any number of named schedules."""
+        if node is None:
+            return None, ()
+        lone = not isinstance(node, YSeq)
+        items = [node] if lone else self.r.seq(node, "trigger", "trigger")
+        if not items:
+            self.r.error(node.pos, "trigger", "the list is empty; give a trigger or drop [trigger]")
+        compiler = ScheduleCompiler(self.r, steps, flow_name)
+        schedule_items = [i for i in items if isinstance(i, YMap) and "schedule" in i.entries]
+        event: FlowTrigger | None = None
+        first_event: YMap | None = None
+        schedules: list[Schedule] = []
+        for item in items:
+            body = self.trigger_body(item, lone)
+            if body is None:
+                continue
+            if "schedule" in body.entries:
+                schedule = self.schedule(body, lone, compiler)
+                schedules += [schedule] if schedule else []
+            elif first_event is None:
+                first_event = body
+                event = self.trigger(body, inputs, steps, scheduled=bool(schedule_items))
+            else:
+                self.r.error(
+                    body.pos,
+                    "trigger",
+                    "a flow has at most one event trigger; the first is at line "
+                    f"{first_event.pos.line}",
+                )
+        if schedule_items:
+            named = schedules[0].name if schedules else self.written_name(schedule_items[0])
+            check_inputs(self.r, inputs, named or flow_name)
+        return event, tuple(schedules)
+
+    def trigger_body(self, item: YNode, lone: bool) -> YMap | None:
+        if isinstance(item, YMap):
+            return item
+        what = "a mapping (an event trigger or a schedule) or a list of them"
+        self.r.error(
+            item.pos,
+            "trigger",
+            f"{'trigger' if lone else 'each trigger'} must be "
+            f"{what if lone else 'a mapping'}, got {kind_name(item)}",
+        )
+        return None
+
+    def schedule(self, body: YMap, lone: bool, compiler: ScheduleCompiler) -> Schedule | None:
+        for key, entry in body.entries.items():
+            if key == "schedule":
+                continue
+            if key in TRIGGER_KEYS and lone:
+                why = "an event trigger and a schedule together are a list: trigger: [ { event: "
+                why += "..., as: ... }, { schedule: { name: ..., ... } } ]"
+            elif key in SCHEDULE_KEYS:
+                why = f"[{key}] belongs inside [schedule]"
+            else:
+                why = f"unknown key [{key}] beside [schedule]; a schedule is `schedule: {{...}}`"
+            self.r.error(entry.key_pos, "trigger", why)
+        node = body.entries["schedule"].value
+        return compiler.lone(node) if lone else compiler.named(node)
+
+    @staticmethod
+    def written_name(item: YMap) -> str | None:
+        inner = item.entries["schedule"].value
+        name = inner.get("name") if isinstance(inner, YMap) else None
+        return str(name.value) if isinstance(name, YScalar) else None
+
     def trigger(
-        self, node: YNode | None, inputs: Mapping[str, InputDecl], steps: StepCompiler
+        self, body: YMap, inputs: Mapping[str, InputDecl], steps: StepCompiler, scheduled: bool
     ) -> FlowTrigger | None:
         ctx = "trigger"
-        body = self.r.map(node, ctx, "trigger")
-        if body is None:
-            return None
-        self.r.keys(body, TRIGGER_KEYS, ctx)
+        self.r.keys(body, (*TRIGGER_KEYS, "schedule"), ctx, hint=SCHEDULE_HINTS)
         event_node = self.r.require(body, "event", ctx, "<connector>.<event>")
         event = steps.event(event_node, ctx) if event_node is not None else None
-        as_ = self.trigger_as(body, inputs, ctx)
+        as_ = self.trigger_as(body, inputs, ctx, scheduled)
         # the guard sees the inputs (the payload under its `as` name); no run exists yet
         scope = Scope(self.input_shapes(inputs), hidden=steps.hidden)
         when = self.x.condition(body.get("when"), scope, ctx, "when", allow_bool=False)
@@ -225,7 +306,9 @@ class _FlowCompiler:
         assert isinstance(event_node, YScalar)
         return FlowTrigger(str(event_node.value), as_, body.pos, when)
 
-    def trigger_as(self, body: YMap, inputs: Mapping[str, InputDecl], ctx: str) -> str | None:
+    def trigger_as(
+        self, body: YMap, inputs: Mapping[str, InputDecl], ctx: str, scheduled: bool
+    ) -> str | None:
         node = self.r.require(body, "as", ctx, "the object input that receives the payload")
         name = self.r.ident(node, ctx, "as")
         if name is None or node is None:
@@ -242,7 +325,7 @@ class _FlowCompiler:
                 ctx,
                 f"as [{name}] must name an object input, but it is {a_type(decl.type)}",
             )
-        for other in inputs.values():
+        for other in () if scheduled else inputs.values():  # a schedule's rule covers them all
             if other.name != name and not other.has_default:
                 self.r.error(
                     other.pos,

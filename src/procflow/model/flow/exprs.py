@@ -33,7 +33,10 @@ from procflow.model.reading.yamlsrc import YMap, YNode, YScalar, YSeq, kind_name
 from procflow.model.source import Pos
 
 ERROR_SHAPE = ObjectShape({"message": ANY, "step": ANY, "type": ANY})
-RUN_SHAPE = ObjectShape({"id": KindShape("string"), "started_at": KindShape("string")})
+# scheduled_at: the slot's nominal instant as a timestamp, null in a run no schedule started
+RUN_SHAPE = ObjectShape(
+    {"id": KindShape("string"), "started_at": KindShape("string"), "scheduled_at": ANY}
+)
 _SPAN = re.compile(r"\{\{.*?\}\}", re.DOTALL)
 _SECRET_CALL = re.compile(r"\bsecret\s*\(\s*(['\"])([^'\"]*)\1\s*\)")
 

@@ -70,24 +70,34 @@ def insert_flow_run(
     start_key: str | None = None,
     by: str | None = None,
     schedule: tuple[str, int] | None = None,
-) -> str | None:
+) -> RunRow | None:
     """A run of ``flow`` with checked ``inputs``; None when ``start_key`` was used before.
     ``by``: as for :func:`insert_intent_run`. ``schedule``: the schedule and slot that start
     it (kept in the run's state: ``runs show`` and ``run.scheduled_at`` read it)."""
+    first = flow.steps[0].id
+    return insert_run_of(tx, version_id, flow.name, first, inputs, now, start_key, by, schedule)
+
+
+def insert_run_of(
+    tx: Tx, version_id: int, name: str, first: str, inputs: Mapping[str, Any], now: int,
+    start_key: str | None = None, by: str | None = None,
+    schedule: tuple[str, int] | None = None,
+) -> RunRow | None:  # fmt: skip
+    """:func:`insert_flow_run` from what a start needs of the flow: its name and first step (a
+    schedule keeps them, so firing a slot compiles nothing)."""
     state = initial_state()
     if schedule is not None:
         state["schedule"] = {"name": schedule[0], "slot": schedule[1]}
     run = RunRow(
-        id=new_run_id(), version_id=version_id, name=flow.name, dialect="flow",
+        id=new_run_id(), version_id=version_id, name=name, dialect="flow",
         status=RunStatus.RUNNING, started_at=now, start_key=start_key, state=state,
     )  # fmt: skip
     if not tx.insert_run(run):
         return None
     tx.apply_scope_ops(run.id, [("put", *INPUTS, dict(inputs))])
-    first = flow.steps[0].id
     _begin(tx, run, TokenRow(None, run.id, first, first, TokenState.READY, 1, now, None, {}), by)
     tx.notify()
-    return run.id
+    return run
 
 
 def _begin(tx: Tx, run: RunRow, token: TokenRow, by: str | None) -> None:

@@ -9,12 +9,15 @@ and none is counted missed; enabling or resuming arms the first slot after the c
 
 from __future__ import annotations
 
+from typing import Any
+
 from procflow.model.ir import Flow
+from procflow.runtime.data.inputs import check_inputs
 from procflow.runtime.schedules.slots import calendar, due_time
 from procflow.store.rows import ScheduleRow
 from procflow.store.store import Tx
 
-__all__ = ["arm", "schedule_key", "set_disabled", "sync_schedules"]
+__all__ = ["arm", "schedule_key", "set_disabled", "start_plan", "sync_schedules"]
 
 
 def schedule_key(flow: Flow, name: str) -> str:
@@ -38,18 +41,31 @@ def sync_schedules(tx: Tx, flow_name: str, flow: Flow | None, now: int) -> None:
     wanted = {schedule_key(flow, s.name): s for s in flow.schedules} if flow is not None else {}
     for key in existing.keys() - wanted.keys():
         tx.delete_schedule(key)
-    disabled = _disabled(tx, flow_name)
+    if flow is None or not wanted:
+        return
+    disabled, plan = _disabled(tx, flow_name), start_plan(tx, flow)
     for key, schedule in wanted.items():
         spec = schedule.spec()
         row = existing.get(key)
         if row is None:
-            row = ScheduleRow(key, flow_name, schedule.name, spec, disabled=disabled)
+            row = ScheduleRow(key, flow_name, schedule.name, spec, plan, disabled=disabled)
             arm(row, now)
             tx.insert_schedule(row)
-        elif row.spec != spec:
-            row.spec, row.buffered = spec, None
-            arm(row, now)
+        elif row.spec != spec or row.plan != plan:
+            if row.spec != spec:
+                row.spec, row.buffered = spec, None
+                arm(row, now)
+            row.plan = plan
             tx.save_schedule(row)
+
+
+def start_plan(tx: Tx, flow: Flow) -> dict[str, Any]:
+    """What a slot needs to start a run of the newest version of ``flow`` without compiling it:
+    the version, the first step, the inputs (every one has a default)."""
+    version = tx.latest_version(flow.name)
+    assert version is not None  # the deploy storing it is this transaction
+    inputs = check_inputs(flow, {})
+    return {"version_id": version.id, "first": flow.steps[0].id, "inputs": inputs}
 
 
 def set_disabled(tx: Tx, flow_name: str, disabled: bool, now: int) -> None:

@@ -110,7 +110,7 @@ def trigger(host: RunHost, tx: Tx, key: str, now: int, *, allow_overlap: bool) -
         raise UsageError(f"[{row.flow}] is disabled; enable it to start runs")
     fired = Fired()
     overlap = Overlap.ALLOW if allow_overlap else Overlap(row.spec["overlap"])
-    start_slot(host, tx, row, now, now, fired, _open(tx, row), overlap)
+    start_slot(host, tx, row, now, now, fired, _open(tx, row), overlap, keyed=False)
     _add(row, fired)
     tx.save_schedule(row)
     return fired
@@ -188,6 +188,7 @@ def schedule_json(row: ScheduleRow, next_count: int = 3) -> dict[str, Any]:
             "started": row.started, "skipped": row.skipped, "missed": row.missed,
             "buffered": row.buffers,
         },
+        "error": row.error,  # why its last slot could not start its run
     }  # fmt: skip
 
 

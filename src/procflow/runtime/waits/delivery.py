@@ -198,9 +198,9 @@ def _trigger(
                 errors.append({"flow": flow.name, "message": f"when: {exc.message}"})
                 continue
         key = f"{flow.name}/event/{event.id}"
-        run_id = insert_flow_run(tx, version_id, flow, values, now, start_key=key)
-        if run_id is not None:
-            started.append(run_id)
+        run = insert_flow_run(tx, version_id, flow, values, now, start_key=key)
+        if run is not None:
+            started.append(run.id)
     return started, errors
 
 

@@ -11,18 +11,18 @@ from procflow.store.queries.base import Queries
 from procflow.store.rows import ScheduleRow
 
 _COLS = (
-    "key, flow, name, spec, paused, note, disabled, next_slot, due_at, buffered, open_runs, "
+    "key, flow, name, spec, plan, paused, note, disabled, next_slot, due_at, buffered, open_runs, "
     "last_slot, last_run, started, skipped, missed, buffers, error"
 )
 
 
 def schedule_row(row: Sequence[Any]) -> ScheduleRow:
-    (key, flow, name, spec, paused, note, disabled, next_slot, due_at, buffered, open_runs,
+    (key, flow, name, spec, plan, paused, note, disabled, next_slot, due_at, buffered, open_runs,
      last_slot, last_run, started, skipped, missed, buffers, error) = row  # fmt: skip
     return ScheduleRow(
-        key, flow, name, json.loads(spec), bool(paused), note, bool(disabled), _int(next_slot),
-        _int(due_at), _int(buffered), json.loads(open_runs), _int(last_slot), last_run,
-        int(started), int(skipped), int(missed), int(buffers), error,
+        key, flow, name, json.loads(spec), json.loads(plan), bool(paused), note, bool(disabled),
+        _int(next_slot), _int(due_at), _int(buffered), json.loads(open_runs), _int(last_slot),
+        last_run, int(started), int(skipped), int(missed), int(buffers), error,
     )  # fmt: skip
 
 
@@ -33,16 +33,16 @@ def _int(value: Any) -> int | None:
 class ScheduleQueries(Queries):
     def insert_schedule(self, s: ScheduleRow) -> None:
         self.c.execute(
-            f"INSERT INTO schedules({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            f"INSERT INTO schedules({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             _values(s),
         )
 
     def save_schedule(self, s: ScheduleRow) -> None:
         """Write every column of ``s`` but its key, flow and name."""
         self.c.execute(
-            "UPDATE schedules SET spec=?, paused=?, note=?, disabled=?, next_slot=?, due_at=?, "
-            "buffered=?, open_runs=?, last_slot=?, last_run=?, started=?, skipped=?, missed=?, "
-            "buffers=?, error=? WHERE key=?",
+            "UPDATE schedules SET spec=?, plan=?, paused=?, note=?, disabled=?, next_slot=?, "
+            "due_at=?, buffered=?, open_runs=?, last_slot=?, last_run=?, started=?, skipped=?, "
+            "missed=?, buffers=?, error=? WHERE key=?",
             (*_values(s)[3:], s.key),
         )
 
@@ -93,7 +93,7 @@ class ScheduleQueries(Queries):
 
 def _values(s: ScheduleRow) -> tuple[Any, ...]:
     return (
-        s.key, s.flow, s.name, dumps(s.spec), int(s.paused), s.note, int(s.disabled),
+        s.key, s.flow, s.name, dumps(s.spec), dumps(s.plan), int(s.paused), s.note, int(s.disabled),
         s.next_slot, s.due_at, s.buffered, dumps(s.open_runs), s.last_slot, s.last_run,
         s.started, s.skipped, s.missed, s.buffers, s.error,
     )  # fmt: skip

@@ -10,6 +10,7 @@ CREATE TABLE schedules (
     flow       TEXT NOT NULL,
     name       TEXT NOT NULL,
     spec       TEXT NOT NULL,                  -- the compiled schedule of the newest version (JSON)
+    plan       TEXT NOT NULL,                  -- how its runs start: version, first step, inputs
     paused     INTEGER NOT NULL DEFAULT 0,
     note       TEXT,                           -- why it was paused
     disabled   INTEGER NOT NULL DEFAULT 0,     -- its flow is disabled
