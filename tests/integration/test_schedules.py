@@ -307,3 +307,15 @@ def test_a_minute_level_cron_keeps_real_time_through_the_autumn_repeat(site: Sit
         "2027-10-31T00:00:00Z", "2027-10-31T00:30:00Z", "2027-10-31T01:00:00Z",
         "2027-10-31T01:30:00Z",
     ]  # fmt: skip
+
+
+def test_a_backfill_keeps_the_runs_open_before_it_for_the_overlap_rule(site: Site) -> None:
+    """The window's runs join the schedule's open runs; they never replace them."""
+    site.deploy("slow", SLOW.format(overlap="skip"))
+    site.engine.advance("PT1H")  # 01:00 starts a run that holds until 02:30
+    (first,) = site.runs("slow")
+    window = site.engine.schedules.backfill("slow", "2026-12-31T23:00:00Z", "2026-12-31T23:00:00Z")
+    site.engine.cancel(window["slots"][0]["run_id"])  # the backfilled run ends at once
+    site.engine.advance("PT1H")  # 02:00: the 01:00 run is still open, so the slot is skipped
+    assert [r["id"] for r in site.runs("slow") if r["status"] == "waiting"] == [first["id"]]
+    assert site.schedule("slow")["counts"]["skipped"] == 1

@@ -9,7 +9,7 @@ import re
 import web_site
 from store_dump import dump_store
 from test_forms import order_task, signed_in
-from test_schedules import SLOW, names, row
+from test_schedules_page import SLOW, names, row
 from web_site import BREAKER, MakeWeb, Web
 
 # The token table of these tests: olga an operator, dora a deployer, pat no role.

@@ -118,11 +118,10 @@ def schedules_trigger(
 
 
 def _why_not(report: dict[str, Any]) -> str:
+    """A trigger starts its run unless the schedule's overlap rule skips or buffers it."""
     if report["buffered"]:
         return "buffered until its open run ends (overlap)"
-    if report["skipped"]:
-        return "skipped: its run is still open (overlap)"
-    return "this instant's slot has its run already"
+    return "skipped: its run is still open (overlap)"
 
 
 @schedules.command("backfill")

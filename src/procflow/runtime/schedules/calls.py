@@ -134,13 +134,16 @@ def backfill(
         )
     out: list[dict[str, Any]] = []
     fired = Fired()
+    # The runs open now stay open runs of the schedule beside the ones the window starts (a
+    # later slot's overlap rule sees them all); ALLOW only lets the window start regardless.
+    open_runs = _open(tx, row)
     for slot in slots:
         existing = tx.run_by_start_key(slot_key(key, slot))
         if existing is not None or dry_run:
             out.append({"slot": iso(slot), "run_id": existing, "started": False})
             continue
         before = len(fired.started)
-        start_slot(host, tx, row, slot, now, fired, [], Overlap.ALLOW)
+        start_slot(host, tx, row, slot, now, fired, open_runs, Overlap.ALLOW)
         run_id = fired.started[-1] if len(fired.started) > before else None
         out.append({"slot": iso(slot), "run_id": run_id, "started": run_id is not None})
     _add(row, fired)
@@ -183,7 +186,6 @@ def schedule_json(row: ScheduleRow, next_count: int = 3) -> dict[str, Any]:
             {"slot": iso(row.last_slot), "run_id": row.last_run}
             if row.last_slot is not None else None
         ),
-        "error": row.error,
         "counts": {
             "started": row.started, "skipped": row.skipped, "missed": row.missed,
             "buffered": row.buffers,

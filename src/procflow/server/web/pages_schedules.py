@@ -25,7 +25,6 @@ DONE = {
     "started": "Triggered {name}: started run",
     "skipped": "Triggered {name}: started nothing, as its run is still open (overlap: skip).",
     "buffered": "Triggered {name}: the slot waits until its open run ends (overlap: buffer_one).",
-    "unchanged": "Triggered {name}: this instant's slot has its run already.",
 }
 
 
@@ -82,8 +81,7 @@ def trigger_schedule(call: WebCall) -> Response:
     report = call.engine.schedules.trigger(name, user=call.actor)
     if report["started"]:
         return _back(name, "started", report["started"][0])
-    done = "buffered" if report["buffered"] else "skipped" if report["skipped"] else "unchanged"
-    return _back(name, done)
+    return _back(name, "buffered" if report["buffered"] else "skipped")  # by its overlap rule
 
 
 def _back(name: str, done: str, run_id: str | None = None) -> Response:
