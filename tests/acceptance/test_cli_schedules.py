@@ -233,3 +233,8 @@ def test_backfill_of_an_unknown_schedule(store: Store) -> None:
         )
         == "error: no schedule [nosuch]"
     )
+
+
+def test_the_list_help_says_it_is_by_name() -> None:
+    done = invoke("schedules", "list", "--help")
+    assert done.code == 0 and "How many items, by name (default 50" in done.stdout

@@ -146,10 +146,13 @@ max_file_size_option = click.option(
 )
 
 
-def page_options(list_name: str, kind: type[int] | type[str]) -> Callable[[F], F]:
+def page_options(
+    list_name: str, kind: type[int] | type[str], order: str = "newest first"
+) -> Callable[[F], F]:
     """``--limit N`` and ``--cursor C`` of a list command, as ``?limit=`` and ``?cursor=`` of the
     HTTP list: the command receives ``limit`` and ``before`` (the key the cursor carries, None
-    without one). ``list_name`` and ``kind``: the list the cursor must belong to, and its key."""
+    without one). ``list_name`` and ``kind``: the list the cursor must belong to, and its key;
+    ``order``: how the list is sorted, as its help says it."""
 
     def checked_limit(ctx: click.Context, param: click.Parameter, value: str | None) -> int:
         # An empty --limit is refused: only leaving the option out asks for the default.
@@ -175,7 +178,7 @@ def page_options(list_name: str, kind: type[int] | type[str]) -> Callable[[F], F
 
     limit = click.option(
         "--limit", metavar="N", callback=checked_limit,
-        help=f"How many items, newest first (default {DEFAULT_PAGE}, at most {MAX_PAGE}).",
+        help=f"How many items, {order} (default {DEFAULT_PAGE}, at most {MAX_PAGE}).",
     )  # fmt: skip
     cursor = click.option(
         "--cursor", "before", metavar="C", callback=checked_cursor,

@@ -20,7 +20,7 @@ def schedules() -> None:
 
 
 @schedules.command("list")
-@page_options("schedules", str)
+@page_options("schedules", str, order="by name")
 @db_option
 @json_option
 def schedules_list(limit: int, before: str | None, db_url: str, as_json: bool) -> None:
