@@ -17,6 +17,8 @@ FAMILIES = {
     "procflow_step_attempts_total",
     "procflow_step_duration_seconds_bucket",
     "procflow_runs_finished_total",
+    "procflow_schedule_slots_total",
+    "procflow_schedule_lag_seconds_bucket",
 }
 
 
