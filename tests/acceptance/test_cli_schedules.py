@@ -238,3 +238,40 @@ def test_backfill_of_an_unknown_schedule(store: Store) -> None:
 def test_the_list_help_says_it_is_by_name() -> None:
     done = invoke("schedules", "list", "--help")
     assert done.code == 0 and "How many items, by name (default 50" in done.stdout
+
+
+BUFFERED = """\
+flow: buffered
+trigger:
+  schedule: { every: 1h, overlap: buffer_one }
+steps:
+  - hold: { wait: { for: 90m } }
+"""
+
+
+def test_show_says_what_slot_waits_and_why_the_last_one_started_no_run(
+    store: Store, tmp_path: Path
+) -> None:
+    (tmp_path / "buffered.flow.yaml").write_text(BUFFERED)
+    store("deploy", str(tmp_path / "buffered.flow.yaml"))
+    store("schedules", "trigger", "buffered")  # a run, open for 90 minutes
+    store("clock", "advance", "1m")
+    assert store("schedules", "trigger", "buffered").stdout == (
+        "started nothing: buffered until its open run ends (overlap)\n"
+    )
+    lines = store("schedules", "show", "buffered").stdout.splitlines()
+    assert "  buffered 2027-01-01T00:01:00Z (starts when its open run ends)" in lines
+    engine = store.engine()
+    try:  # as a slot records it when its run cannot start (its flow no longer compiles, say)
+        with engine.store.tx() as tx:
+            row = tx.schedule("tick", lock=True)
+            assert row is not None
+            row.error = "flow [tick] has no version that compiles"
+            tx.save_schedule(row)
+    finally:
+        engine.close()
+    shown = store("schedules", "show", "tick").stdout.splitlines()
+    assert shown[-1] == "  error flow [tick] has no version that compiles"
+    assert store.json("schedules", "show", "tick")["error"] == (
+        "flow [tick] has no version that compiles"
+    )

@@ -162,3 +162,22 @@ def test_the_page_pages_with_the_api_cursor(web: Web) -> None:
         shown += names(html)
     assert shown == every and len(every) >= 3
     web.page("/ui/schedules?cursor=nope", status=400)
+
+
+def test_the_state_says_what_slot_waits_and_why_the_last_one_started_no_run(web: Web) -> None:
+    web.flow("slow", SLOW.replace("overlap: skip", "overlap: buffer_one"))
+    web.engine.schedules.trigger("slow")  # a run, open for 90 minutes
+    web.engine.advance("1m")
+    assert web.engine.schedules.trigger("slow")["buffered"] == 1
+    state = row(web.page("/ui/schedules"), "slow")
+    assert "a slot of 2027-01-01 00:01:00Z waits for the open run to end" in state
+    with web.engine.store.tx() as tx:  # as a slot records it when its run cannot start
+        found = tx.schedule("slow", lock=True)
+        assert found is not None
+        found.error = "flow [slow] has no version that compiles"
+        tx.save_schedule(found)
+    state = row(web.page("/ui/schedules"), "slow")
+    assert (
+        '<span class="problem">The last due slot started no run: '
+        "flow [slow] has no version that compiles</span>"
+    ) in state
