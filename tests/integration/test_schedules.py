@@ -319,3 +319,11 @@ def test_a_backfill_keeps_the_runs_open_before_it_for_the_overlap_rule(site: Sit
     site.engine.advance("PT1H")  # 02:00: the 01:00 run is still open, so the slot is skipped
     assert [r["id"] for r in site.runs("slow") if r["status"] == "waiting"] == [first["id"]]
     assert site.schedule("slow")["counts"]["skipped"] == 1
+
+
+def test_a_backfill_keeps_the_last_slot_the_newest(site: Site) -> None:
+    site.deploy("hourly", HOURLY.format(extra=""))
+    site.engine.advance("PT5H")  # 01:00 … 05:00 started
+    window = (from_iso("2027-01-01T00:00:00Z"), from_iso("2027-01-01T00:00:00Z"))
+    site.engine.schedules.backfill("hourly", *window)
+    assert site.schedule("hourly")["last"]["slot"] == "2027-01-01T05:00:00Z"

@@ -188,7 +188,8 @@ def _start(
         return  # this slot has its run already: exactly one per slot
     open_runs.append(run)
     row.open_runs = [r.id for r in open_runs]
-    row.last_slot, row.last_run = slot, run.id
+    if row.last_slot is None or slot >= row.last_slot:  # a backfilled older slot is not last
+        row.last_slot, row.last_run = slot, run.id
     fired.started.append(run.id)
 
 
