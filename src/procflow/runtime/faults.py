@@ -2,7 +2,8 @@
 (``point`` returns at its first test unless a plan is set).
 
 Points: ``after_claim`` (leases taken, nothing run), ``before_delegate``, ``after_delegate`` (the
-side effect happened, nothing committed), ``before_commit``, ``after_commit``.
+side effect happened, nothing committed), ``before_commit``, ``after_commit``,
+``after_sweep_action`` (an intent schedule acted on one record of a batch not committed yet).
 
 ``PROCFLOW_FAULTS="after_delegate=2,before_commit=1"`` makes the process kill itself with
 SIGKILL the 2nd time it reaches ``after_delegate``. Nothing is flushed or cleaned up: exactly
@@ -16,7 +17,10 @@ import signal
 
 from procflow.config import raw
 
-POINTS = ("after_claim", "before_delegate", "after_delegate", "before_commit", "after_commit")
+POINTS = (
+    "after_claim", "before_delegate", "after_delegate", "before_commit", "after_commit",
+    "after_sweep_action",
+)  # fmt: skip
 
 _plan: dict[str, int] = {}
 enabled = False

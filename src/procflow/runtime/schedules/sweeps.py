@@ -23,6 +23,7 @@ from typing import Any
 from procflow.errors import NotFoundError, UsageError
 from procflow.model.ir import Application
 from procflow.model.schedule import IntentSchedule, Missed
+from procflow.runtime import faults
 from procflow.runtime.clock import iso
 from procflow.runtime.runs.host import RunHost
 from procflow.runtime.schedules.arming import arm
@@ -104,6 +105,7 @@ def _batch(sweeper: Sweeper, progress: dict[str, Any], fired: Fired) -> None:
             if not matcher.matches(record):
                 continue
             done = sweeper.act(record)
+            faults.point("after_sweep_action")  # acted on, not committed: a crash test dies here
             acted += 1
             progress["matched"] += 1
             progress[done.outcome] += 1
