@@ -423,6 +423,18 @@ def test_trigger_sweeps_now_once_and_backfill_is_refused(site: Site) -> None:
     assert len(site.outbox()) == 1
 
 
+def test_a_slot_swept_by_trigger_is_not_swept_again_when_it_fires(site: Site) -> None:
+    site.deploy(STUCK)
+    site.app("a", contact="a@x")
+    _jump(site, "2027-01-01T00:40:00Z")  # the slot at 00:40 is due; no worker has run
+    assert counts(site.engine.schedules.trigger("prov/stuck")["sweep"]) == (1, 1, 0, 0)
+    site.engine.work()
+    assert len(site.outbox()) == 1
+    shown = site.show("prov/stuck")
+    assert [o["slot"] for o in shown["sweep"]["last"]] == ["2027-01-01T00:40:00Z"]
+    assert shown["next"][0] == "2027-01-01T00:45:00Z"
+
+
 def test_pause_resume_and_deploys_follow_the_file(site: Site) -> None:
     site.deploy(STUCK)
     assert [s["name"] for s in site.engine.schedules.page().items] == ["prov/stuck"]
@@ -449,7 +461,38 @@ def test_a_schedule_key_taken_by_a_flow_refuses_the_deploy(site: Site) -> None:
     assert site.engine.store.read().entities() == {}  # nothing of the file was stored
 
 
-@pytest.mark.parametrize(("missed", "slots", "counted"), [("latest", 1, 4), ("all", 5, 0)])
+def test_disabling_a_process_named_like_the_application_leaves_its_schedules(
+    site: Site,
+) -> None:
+    """Schedule rows hold the application's name where a flow's hold the flow's: disabling a
+    definition of that name concerns its own schedules only."""
+    site.engine.deploy(
+        write(
+            site.root / "app.intent",
+            ENTITIES.replace(
+                "  - name: Chase\n",
+                "  - name: prov\n    steps: [ { name: e, kind: end } ]\n  - name: Chase\n",
+            )
+            + STUCK,
+        )
+    )
+    site.engine.set_enabled("prov", False)
+    site.app("a", contact="a@x")
+    site.engine.advance("PT35M")
+    assert len(site.outbox()) == 1
+    assert site.show("prov/stuck")["state"] == "active"
+
+
+def test_a_flow_named_like_the_application_leaves_its_schedules(site: Site) -> None:
+    site.deploy(STUCK)
+    flow = "flow: prov\nsteps:\n  - a: { set: { b: 1 } }\n"
+    site.engine.deploy(write(site.root / "prov.flow.yaml", flow))
+    assert site.show("prov/stuck")["state"] == "active"
+
+
+@pytest.mark.parametrize(
+    ("missed", "slots", "counted"), [("latest", 1, 4), ("all", 5, 0), ("none", 0, 5)]
+)
 def test_missed_slots_after_downtime(site: Site, missed: str, slots: int, counted: int) -> None:
     site.deploy(STUCK.replace("*/5", "0").replace("notify:", f"missed: {missed}\n    notify:"))
     site.app("a", contact="a@x")
@@ -458,5 +501,7 @@ def test_missed_slots_after_downtime(site: Site, missed: str, slots: int, counte
     assert len(site.outbox()) == slots
     shown = site.show("prov/stuck")
     assert (shown["counts"]["missed"], shown["counts"]["started"]) == (counted, slots)
-    assert shown["sweep"]["last"][0]["slot"] == "2027-01-01T05:00:00Z"
+    assert [o["slot"] for o in shown["sweep"]["last"]][:1] == (
+        ["2027-01-01T05:00:00Z"] if slots else []
+    )
     assert shown["next"][0] == "2027-01-01T06:00:00Z"

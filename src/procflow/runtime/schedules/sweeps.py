@@ -71,6 +71,8 @@ def _begin(row: ScheduleRow, now: int, fired: Fired) -> dict[str, Any] | None:
         after = now
     else:
         chosen, after = [slot], slot
+    swept = {o["slot"] for o in _recent(row)}  # by trigger, at the instant of a slot
+    chosen = [s for s in chosen if s not in swept]
     if not chosen:
         arm(row, after)
         return None
