@@ -15,6 +15,5 @@ their own (``schedules`` rows).
 This room may import the rooms below it (``data`` … ``operations``: a slot starts a run with
 ``runs.starts``, ``cancel_previous`` cancels with ``operations.lifecycle``, a sweep's notify
 sends with ``interpret.actions`` and its generate writes with ``operations.record_calls``) and
-never ``work``,
-``engine`` or a face: the work loop and the engine call it.
+never ``work``, ``engine`` or a face: the work loop and the engine call it.
 """
