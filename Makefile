@@ -43,6 +43,7 @@ demo: $(CORE)
 	$(BIN)/procflow records list TenantApplication --db $(DEMO_DB)
 	@echo "== a flow: remind two account owners on Slack, wait a day, report by e-mail (outbox mode)"
 	$(BIN)/procflow run examples/reminders/reminders.flow.yaml --db $(DEMO_DB) --wait --inputs '$(DEMO_ACCOUNTS)'
+	@echo "== the outbox: the flow's messages, and operations told of the failed tenant by the 08:00 sweep (schedules:) of examples/provisioning"
 	$(BIN)/procflow outbox list --db $(DEMO_DB)
 	$(BIN)/procflow clock show --db $(DEMO_DB)
 

@@ -42,8 +42,8 @@ FORBIDDEN: tuple[tuple[str, tuple[str, ...]], ...] = (
 # The rooms of the two large packages, lowest first (each package's __init__ draws them).
 ROOMS: dict[str, tuple[str, ...]] = {
     "procflow.model": (
-        "source", "values", "reading", "access", "schedule", "ir", "connectors", "intent", "flow",
-        "validate",
+        "source", "values", "reading", "access", "notify", "schedule", "ir", "connectors", "intent",
+        "flow", "validate",
     ),
     "procflow.runtime": (
         "clock", "transition", "faults", "data", "interpret", "definitions", "runs", "waits",

@@ -39,8 +39,10 @@ from procflow.model.intent import data as intent_data
 from procflow.model.intent import permissions as intent_permissions
 from procflow.model.intent import proc as intent_proc
 from procflow.model.intent import process as intent_process
+from procflow.model.intent import schedules as intent_schedules
 from procflow.model.intent import seeds as intent_seeds
 from procflow.model.intent import steps as intent_steps
+from procflow.model.intent import sweep_generate, sweep_where
 from procflow.model.intent import values as intent_values
 from procflow.model.reading.yamlsrc import load_yaml, to_plain
 from procflow.model.source import Diagnostics
@@ -456,6 +458,19 @@ INTENT_KEYS = [
     pytest.param(("seed",), intent_seeds.SEED_KEYS, (), id="seed"),
     pytest.param(("form",), intent_seeds.FORM_KEYS, (), id="form"),
     pytest.param(("permission",), intent_permissions.PERMISSION_KEYS, (), id="permission"),
+    pytest.param(
+        ("schedule",),
+        intent_schedules.SCHEDULE_KEYS,
+        intent_schedules.SCHEDULE_NOT_RUN,
+        id="schedule",
+    ),
+    pytest.param(("whereCondition",), sweep_where.WHERE_KEYS, (), id="where"),
+    pytest.param(
+        ("generate",),
+        sweep_generate.GENERATE_KEYS,
+        sweep_generate.GENERATE_NOT_RUN,
+        id="generate",
+    ),
     pytest.param(("process",), intent_process.PROCESS_KEYS, (), id="process"),
     pytest.param(("process", "trigger"), intent_process.TRIGGER_KEYS, (), id="trigger"),
     pytest.param(("step",), intent_steps.STEP_KEYS, (), id="step"),
@@ -488,6 +503,8 @@ def test_intent_schema_names_are_the_compilers() -> None:
     assert token == "^[^\\s:]+:(" + "|".join(ACTIONS) + ")$"
     role = at("intent", "permission", "role")["pattern"]
     assert role == intent_permissions.ROLE_NAME.pattern
+    assert enum("intent", "whereCondition", "op") == list(sweep_where.OPS)
+    assert enum("intent", "schedule", "missed") == list(intent_schedules.MISSED)
 
 
 FLOW_KEYS = [

@@ -1,4 +1,5 @@
-"""Flow schedules: `schedules list|show|pause|resume|trigger|backfill`."""
+"""Flow schedules and intent schedules (sweeps): `schedules list|show|pause|resume|trigger|
+backfill`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from procflow.cli.options import as_option, db_option, json_option, page_options
 from procflow.cli.output import echo_json, echo_page, more_line
 from procflow.runtime.schedules.firing import MAX_SLOTS
 
-NAME = "NAME"  # how a schedule is addressed: FLOW (a lone schedule) or FLOW/SCHEDULE
+NAME = "NAME"  # FLOW (a lone schedule), FLOW/SCHEDULE, or APP/SCHEDULE (an intent file's)
 
 
 @click.group()
@@ -36,11 +37,20 @@ def _line(s: dict[str, Any]) -> str:
     upcoming = ", ".join(s["next"]) or "—"
     last = s["last"]
     last_text = f"{last['slot']} → {last['run_id']}" if last else "—"
+    if s.get("sweep"):
+        swept = s["sweep"]["last"]
+        last_text = f"{swept[0]['slot']} → {_outcome(swept[0])}" if swept else "—"
     counts = s["counts"]
     return (
         f"{s['name']:<28} {s['spec']:<32} {state:<10} next {upcoming}  last {last_text}  "
         f"started {counts['started']} skipped {counts['skipped']} missed {counts['missed']}"
     )
+
+
+def _outcome(o: dict[str, Any]) -> str:
+    """A sweep's slot in words: ``2 matched: 2 done, 0 skipped, 0 failed``."""
+    text = f"{o['matched']} matched: {o['done']} done, {o['skipped']} skipped, {o['failed']} failed"
+    return text + (f" ({o['error']})" if o.get("error") else "")
 
 
 @schedules.command("show")
@@ -65,6 +75,11 @@ def schedules_show(name: str, next_count: int, db_url: str, as_json: bool) -> No
         click.echo(f"  buffered {shown['buffered']} (starts when its open run ends)")
     if shown["error"]:
         click.echo(f"  error {shown['error']}")
+    sweep = shown.get("sweep")
+    if sweep and sweep["sweeping"]:
+        click.echo(f"  sweeping {sweep['sweeping']['slot']}: {_outcome(sweep['sweeping'])} so far")
+    for outcome in sweep["last"] if sweep else []:
+        click.echo(f"  swept {outcome['slot']}: {_outcome(outcome)}")
 
 
 @schedules.command("pause")
@@ -111,6 +126,8 @@ def schedules_trigger(
         report = engine.schedules.trigger(name, allow_overlap=overlap == "allow", user=user)
     if as_json:
         echo_json(report)
+    elif report.get("sweep"):
+        click.echo(f"swept {report['sweep']['slot']}: {_outcome(report['sweep'])}")
     elif report["started"]:
         click.echo(report["started"][0])
     else:

@@ -9,6 +9,9 @@ Its rooms, lowest first; a module imports only from its own room and those befor
 - ``reading/``: safe YAML 1.2 into nodes that remember where they came from, typed accessors,
   bounded file reads;
 - ``access``: record permissions (a role, an entity, an action), part of the IR;
+- ``notify``: the ``notify`` action (a process step's and an intent schedule's), part of the IR;
+- ``schedule``: scheduled starts (a flow's schedules) and intent schedules (sweeps), part of the
+  IR;
 - ``ir``: the intermediate representation both dialects compile into;
 - ``connectors/``: connector manifests and where they are found;
 - ``intent/``: the intent dialect's compiler;

@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 from procflow.model.access import Permission as Permission
 from procflow.model.access import RecordAction as RecordAction
 from procflow.model.access import grants_index
-from procflow.model.schedule import Schedule
+from procflow.model.notify import Notify as Notify
+from procflow.model.notify import Recipient as Recipient
+from procflow.model.schedule import IntentSchedule, Schedule
 from procflow.model.source import Pos
 
 if TYPE_CHECKING:  # annotations only: reading the IR needs no expression parser
-    from procflow.expr import Expr, Placeholders, Template, ValueTree
+    from procflow.expr import Expr, Template, ValueTree
 
 END = "end"  # the route literal that ends the path it is on
 
@@ -204,21 +206,6 @@ class SetRelationField:
 
 
 @dataclass(frozen=True, slots=True)
-class Recipient:
-    """A literal address, or a field / one-hop ``relation.field`` path of the trigger record."""
-
-    address: str | None = None
-    path: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Notify:
-    to: Recipient
-    subject: Placeholders
-    body: Placeholders
-
-
-@dataclass(frozen=True, slots=True)
 class Delegate:
     ref: str  # as written: "SchemaProvisioner" or "custom.SchemaProvisioner"
     module: str  # resolved module inside the project directory: "custom"
@@ -363,6 +350,7 @@ class Application:
     forms: tuple[Form, ...] = ()
     processes: tuple[Process, ...] = ()
     permissions: tuple[Permission, ...] = ()  # ``write`` expanded into create, update, delete
+    schedules: tuple[IntentSchedule, ...] = ()  # its ``schedules:``, in the file's order
     _entities: Mapping[str, Entity] = field(init=False, repr=False, compare=False)
     _forms: Mapping[str, Form] = field(init=False, repr=False, compare=False)
     _grants: Mapping[tuple[str, RecordAction], frozenset[str]] = field(

@@ -224,7 +224,7 @@ class Engine(ListingCalls):
 
         self.acting(user, Action.DEPLOY)
         now = self.now()
-        return deploy_path(self.catalog, path, now, self.max_file_size, self._arming(now))
+        return deploy_path(self.catalog, path, now, self.max_file_size, *self._arming(now))
 
     def latest_flow(self, name: str) -> Flow | None:
         """The latest deployed version of flow ``name``; None when ``name`` is not a flow."""
@@ -242,11 +242,15 @@ class Engine(ListingCalls):
             set_disabled(tx, name, not enabled, self.now())
 
     @staticmethod
-    def _arming(now: int) -> Callable[[Tx, Flow], None]:
-        """What a deploy of a flow does besides storing it: its schedules follow it."""
-        from procflow.runtime.schedules.arming import sync_schedules
+    def _arming(now: int) -> tuple[Callable[[Tx, Flow], None], Callable[[Tx, Application], None]]:
+        """What a deploy of a flow, and of an intent file, does besides storing it: their
+        schedules follow it."""
+        from procflow.runtime.schedules.arming import sync_app_schedules, sync_schedules
 
-        return lambda tx, flow: sync_schedules(tx, flow.name, flow, now)
+        return (
+            lambda tx, f: sync_schedules(tx, f.name, f, now),
+            lambda tx, app: sync_app_schedules(tx, app, now),
+        )
 
     @functools.cached_property
     def schedules(self) -> ScheduleCalls:
@@ -416,7 +420,7 @@ class Engine(ListingCalls):
         self.acting(user, Action.DEPLOY)
         now = self.now()
         done, loaded = deploy_sent(
-            self.catalog, text, file, now, self.max_file_size, self._arming(now)
+            self.catalog, text, file, now, self.max_file_size, *self._arming(now)
         )
         return listing.deploy_report_json(done, loaded.diagnostics)
 

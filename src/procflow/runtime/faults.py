@@ -3,7 +3,8 @@
 
 Points: ``after_claim`` (leases taken, nothing run), ``before_delegate``, ``after_delegate`` (the
 side effect happened, nothing committed), ``before_commit``, ``after_commit``, ``slot_fired`` (a
-schedule's slot started its run and armed the next, not yet committed).
+schedule's slot started its run and armed the next, not yet committed), ``after_sweep_action``
+(an intent schedule acted on one record of a batch not committed yet).
 
 ``PROCFLOW_FAULTS="after_delegate=2,before_commit=1"`` makes the process kill itself with
 SIGKILL the 2nd time it reaches ``after_delegate``. Nothing is flushed or cleaned up: exactly
@@ -19,7 +20,7 @@ from procflow.config import raw
 
 POINTS = (
     "after_claim", "before_delegate", "after_delegate", "before_commit", "after_commit",
-    "slot_fired",
+    "slot_fired", "after_sweep_action",
 )  # fmt: skip
 
 _plan: dict[str, int] = {}

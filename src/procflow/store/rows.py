@@ -131,3 +131,4 @@ class ScheduleRow:
     missed: int = 0
     buffers: int = 0
     error: str | None = None  # why its last slot could not start its run
+    sweep: dict[str, Any] | None = None  # an intent schedule's progress and outcomes

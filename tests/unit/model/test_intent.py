@@ -65,7 +65,6 @@ NOT_RUN_TOP = [
     "reports",
     "actions",
     "notifications",
-    "schedules",
     "integrations",
     "uses",
     "widgets",

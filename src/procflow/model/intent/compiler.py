@@ -6,8 +6,9 @@ Every problem is reported into the diagnostics and compilation carries on, so on
 shows all of a file's problems. The work is split by topic: ``intent_data`` (entities),
 ``intent_seeds`` (seeds, forms), ``intent_process``/``intent_steps``/``intent_tasks``/
 ``intent_actions`` (processes), ``intent_expr`` (expressions against entity fields),
-``intent_graph`` (routing), ``intent_delegate`` (Python code found without importing it) and
-``intent_permissions`` (who may read and write records).
+``intent_graph`` (routing), ``intent_delegate`` (Python code found without importing it),
+``intent_permissions`` (who may read and write records) and ``intent_schedules`` with
+``sweep_where`` and ``sweep_generate`` (sweeps run at each slot of a cron).
 """
 
 from __future__ import annotations
@@ -22,20 +23,22 @@ from procflow.model.intent.delegate import DelegateResolver
 from procflow.model.intent.permissions import compile_permissions
 from procflow.model.intent.proc import Env
 from procflow.model.intent.process import compile_process
+from procflow.model.intent.schedules import compile_schedules
 from procflow.model.intent.seeds import compile_forms, compile_seeds
 from procflow.model.intent.values import read_description
 from procflow.model.ir import Application, Process
 from procflow.model.reading.reader import Reader
-from procflow.model.reading.yamlsrc import YMap, YNode, YScalar, kind_name
+from procflow.model.reading.yamlsrc import YMap, YNode, YScalar, YSeq, kind_name
 from procflow.model.source import Diagnostics, Pos
 
 __all__ = ["compile_intent"]
 
 TOP_KEYS = (
     "name", "description", "version", "entities", "seeds", "processes", "forms", "permissions",
+    "schedules",
 )  # fmt: skip
 TOP_NOT_RUN = (
-    "reports", "actions", "notifications", "schedules", "integrations", "uses",
+    "reports", "actions", "notifications", "integrations", "uses",
     "widgets", "prints", "generates", "rollups", "inbound", "transitions",
 )  # fmt: skip
 FILE = "file"  # the context of top-level messages
@@ -75,6 +78,9 @@ def compile_intent(
     permissions = compile_permissions(
         reader.seq(root.get("permissions"), FILE, "permissions"), catalog
     )
+    schedules = compile_schedules(
+        reader.seq(root.get("schedules"), FILE, "schedules"), env, _by_name(root, processes)
+    )
     if not name:
         return None
     entities = tuple(catalog.entities[c.entity.name] for c in compiled)
@@ -90,6 +96,7 @@ def compile_intent(
         tuple(forms),
         tuple(processes),
         permissions,
+        schedules,
     )
 
 
@@ -124,3 +131,15 @@ def _processes(root: YMap, env: Env) -> list[Process]:
         first[process.name] = process.pos
         processes.append(process)
     return processes
+
+
+def _by_name(root: YMap, processes: list[Process]) -> dict[str, Process | None]:
+    """Every process name the file declares, with its process (None: it has problems of its
+    own, reported already)."""
+    compiled: dict[str, Process | None] = {p.name: p for p in processes}
+    declared = root.get("processes")
+    for item in declared.items if isinstance(declared, YSeq) else []:
+        name = item.get("name") if isinstance(item, YMap) else None
+        if isinstance(name, YScalar) and isinstance(name.value, str):
+            compiled.setdefault(name.value, None)
+    return compiled

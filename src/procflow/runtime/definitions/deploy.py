@@ -65,29 +65,33 @@ def compile_text_for_deploy(
 OnFlow = Callable[[Tx, Flow], None]
 """What else a deploy of a flow does in its transaction (the engine arms its schedules: the
 schedules room is above this one)."""
+OnApp = Callable[[Tx, Application], None]
+"""The same for an intent file (the engine arms its ``schedules:``)."""
 
 
 def deploy_path(
-    catalog: Catalog, path: str, now: int, max_file_size: int, on_flow: OnFlow | None = None
-) -> list[Deployed]:
+    catalog: Catalog, path: str, now: int, max_file_size: int, on_flow: OnFlow | None = None,
+    on_app: OnApp | None = None,
+) -> list[Deployed]:  # fmt: skip
     """Validate ``path`` completely, then store its new versions in one transaction."""
     loaded, source = compile_for_deploy(path, catalog.project_dir, max_file_size)
-    return _store(catalog, loaded, source, now, on_flow)
+    return _store(catalog, loaded, source, now, on_flow, on_app)
 
 
 def deploy_sent(
     catalog: Catalog, text: str, file: str, now: int, max_file_size: int,
-    on_flow: OnFlow | None = None,
+    on_flow: OnFlow | None = None, on_app: OnApp | None = None,
 ) -> tuple[list[Deployed], Loaded]:  # fmt: skip
     """Deploy a file's text sent as ``file`` (see ``compile_text_for_deploy``); also returns
     what compiling it found (its warnings)."""
     loaded = compile_text_for_deploy(text, file, catalog.project_dir, max_file_size)
-    return _store(catalog, loaded, loaded.source, now, on_flow), loaded
+    return _store(catalog, loaded, loaded.source, now, on_flow, on_app), loaded
 
 
 def _store(
-    catalog: Catalog, loaded: Loaded, source: str, now: int, on_flow: OnFlow | None
-) -> list[Deployed]:
+    catalog: Catalog, loaded: Loaded, source: str, now: int, on_flow: OnFlow | None,
+    on_app: OnApp | None,
+) -> list[Deployed]:  # fmt: skip
     definition = loaded.definition
     assert definition is not None
     project = catalog.project_dir or definition.project_dir
@@ -102,6 +106,8 @@ def _store(
         done = deploy(tx, definition, source, definition.file, project, now)
         if isinstance(definition, Flow) and on_flow is not None:
             on_flow(tx, definition)
+        if isinstance(definition, Application) and on_app is not None:
+            on_app(tx, definition)
         return done
 
 

@@ -31,7 +31,7 @@ from procflow.runtime.runs.host import RunHost
 from procflow.runtime.runs.starts import insert_intent_run, record_start_key
 from procflow.store.store import Tx
 
-__all__ = ["RecordCalls"]
+__all__ = ["RecordCalls", "write_new_record"]
 
 
 class RecordCalls:
@@ -48,16 +48,7 @@ class RecordCalls:
         user = actor.user if named else None
         with self.host.store.tx() as tx:
             app, decl = self._declared(entity, tx, actor, RecordAction.CREATE)
-            record = new_record(app, decl, data, exists=tx.record_exists)
-            pk = decl.primary_key.name
-            tx.lock_record_ids(entity)  # a concurrent create of the same id waits, then is refused
-            if record.get(pk) is None:
-                record[pk] = tx.next_record_id(entity)
-            elif tx.record_exists(entity, record[pk]):
-                raise UsageError(f"[{entity}] record {record[pk]} already exists")
-            now = self.host.now()
-            tx.insert_record(entity, record[pk], record, user, now)
-            on_record_write(self.host, tx, "onCreate", app, entity, None, record, now)
+            record = write_new_record(self.host, tx, app, decl, data, user, self.host.now())
             return record_json(decl, record)
 
     def update(
@@ -141,6 +132,25 @@ class RecordCalls:
         assert decl is not None
         authorize_record(actor, app, entity, action)
         return app, decl
+
+
+def write_new_record(
+    host: RunHost, tx: Tx, app: Application, decl: Entity, data: Mapping[str, Any],
+    owner: str | None, now: int,
+) -> dict[str, Any]:  # fmt: skip
+    """Create a record of ``decl`` from ``data`` in ``tx`` and fire its ``onCreate``: what
+    ``records create`` and an intent schedule's ``generate`` do. Returns the stored record;
+    a bad write raises (a RecordError or UsageError) before anything is written."""
+    record = new_record(app, decl, data, exists=tx.record_exists)
+    pk = decl.primary_key.name
+    tx.lock_record_ids(decl.name)  # a concurrent create of the same id waits, then is refused
+    if record.get(pk) is None:
+        record[pk] = tx.next_record_id(decl.name)
+    elif tx.record_exists(decl.name, record[pk]):
+        raise UsageError(f"[{decl.name}] record {record[pk]} already exists")
+    tx.insert_record(decl.name, record[pk], record, owner, now)
+    on_record_write(host, tx, "onCreate", app, decl.name, None, record, now)
+    return record
 
 
 def _check_text(text: str, what: str) -> None:

@@ -42,15 +42,19 @@ def insert_intent_run(
     start_key: str | None = None,
     snapshot: Mapping[str, Any] | None = None,
     by: str | None = None,
+    schedule: tuple[str, int] | None = None,
 ) -> str | None:
     """A run of ``process`` about ``record``; None when ``start_key`` was used before. ``by``:
-    the user who started it by hand, recorded on ``run.started``."""
+    the user who started it by hand, recorded on ``run.started``. ``schedule``: as for
+    :func:`insert_flow_run` (an intent schedule's ``start``)."""
     entity, id_ = record
+    state: dict[str, Any] = {"snapshot": dict(snapshot)} if snapshot else {}
+    if schedule is not None:
+        state["schedule"] = {"name": schedule[0], "slot": schedule[1]}
     run = RunRow(
         id=new_run_id(), version_id=version_id, name=process.name, dialect="intent",
         status=RunStatus.RUNNING, started_at=now, business_key=business_key,
-        record_entity=entity, record_id=id_, start_key=start_key,
-        state={"snapshot": dict(snapshot)} if snapshot else {},
+        record_entity=entity, record_id=id_, start_key=start_key, state=state,
     )  # fmt: skip
     tx.notify()
     if not tx.insert_run(run):

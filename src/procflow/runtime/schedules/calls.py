@@ -22,7 +22,8 @@ from procflow.runtime.operations.listing import Page, check_limit
 from procflow.runtime.runs.host import RunHost
 from procflow.runtime.schedules.arming import arm
 from procflow.runtime.schedules.firing import MAX_SLOTS, Fired, slot_key, start_slot
-from procflow.runtime.schedules.slots import calendar
+from procflow.runtime.schedules.slots import calendar, is_sweep
+from procflow.runtime.schedules.sweeps import sweep_json, trigger_sweep
 from procflow.store.rows import ScheduleRow
 from procflow.store.store import Tx
 
@@ -123,6 +124,11 @@ def backfill(
     that has none yet, oldest first, overlap ignored; ``dry_run``: only list them. Each slot:
     ``{slot, run_id, started}`` (``run_id`` of the run it has, or got)."""
     row = locked(tx, key)
+    if is_sweep(row):
+        raise UsageError(
+            f"[{key}] is an intent schedule: backfill starts a flow's runs; sweep it now with "
+            "trigger"
+        )
     if to < from_:
         raise UsageError(f"the backfill window ends ({iso(to)}) before it begins ({iso(from_)})")
     if to > now:
@@ -176,8 +182,9 @@ def schedule_json(row: ScheduleRow, next_count: int = 3) -> dict[str, Any]:
                 break
             upcoming.append(iso(following))
             slot = following
-    return {
+    shown: dict[str, Any] = {
         "name": row.key, "flow": row.flow, "schedule": row.name,
+        "kind": "intent" if is_sweep(row) else "flow",
         "spec": calendar(row.spec).describe(), "state": _state(row), "note": row.note,
         "overlap": row.spec.get("overlap"), "missed": row.spec.get("missed"),
         "next": upcoming, "due_at": iso(row.due_at) if row.due_at is not None else None,
@@ -192,6 +199,9 @@ def schedule_json(row: ScheduleRow, next_count: int = 3) -> dict[str, Any]:
         },
         "error": row.error,  # why its last slot could not start its run
     }  # fmt: skip
+    if is_sweep(row):
+        shown["sweep"] = sweep_json(row)
+    return shown
 
 
 def _state(row: ScheduleRow) -> str:
@@ -245,8 +255,12 @@ class ScheduleCalls:
 
     def trigger(self, key: str, *, allow_overlap: bool = False, user: Any = None) -> dict[str, Any]:
         """One run now, as a slot at the current instant: ``{name, started, skipped,
-        buffered}`` (``started``: the run ids)."""
+        buffered}`` (``started``: the run ids). An intent schedule sweeps now, and adds the
+        slot's outcome as ``sweep``."""
         self.acting(user, Action.TRIGGER_SCHEDULE)
+        found = self.host.store.read().schedule(key)
+        if found is not None and is_sweep(found):
+            return trigger_sweep(self.host, key, self.host.now())
         with self.host.store.tx() as tx:
             fired = trigger(self.host, tx, key, self.host.now(), allow_overlap=allow_overlap)
         return {

@@ -15,8 +15,6 @@ transaction on the schedule's row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from procflow.errors import ProcflowError, StoreError
 from procflow.model.schedule import Missed, Overlap
 from procflow.runtime import faults
@@ -24,25 +22,13 @@ from procflow.runtime.operations.lifecycle import cancel_run
 from procflow.runtime.runs.host import RunHost
 from procflow.runtime.runs.starts import insert_run_of
 from procflow.runtime.schedules.arming import arm
-from procflow.runtime.schedules.slots import calendar
+from procflow.runtime.schedules.slots import MAX_SLOTS, Fired, calendar, is_sweep, not_missed
+from procflow.runtime.schedules.sweeps import fire_sweep
 from procflow.states import ENDED
 from procflow.store.rows import RunRow, ScheduleRow
 from procflow.store.store import Tx
 
 __all__ = ["MAX_SLOTS", "Fired", "fire_due", "fire_slot", "release_buffered", "start_slot"]
-
-MAX_SLOTS = 1_000  # the most runs one firing (missed: all) or one backfill starts
-
-
-@dataclass
-class Fired:
-    """What firing did, by outcome (the metrics count them), and the lag of the slot fired."""
-
-    started: list[str] = field(default_factory=list)
-    skipped: int = 0
-    missed: int = 0
-    buffered: int = 0
-    lag: int = 0  # microseconds from the nominal instant to the firing
 
 
 GROUP = 100  # due slots fired in one transaction (10,000 aligned slots: 100 commits, not 10,000)
@@ -111,8 +97,11 @@ def _failed(host: RunHost, key: str, now: int, why: str) -> ScheduleRow:
 def fire_slot(
     host: RunHost, tx: Tx, row: ScheduleRow, now: int, known: dict[str, RunRow] | None = None
 ) -> Fired:
-    """Fire ``row``'s armed slot (locked, due by ``now``) and arm the next one. ``known``: the
-    runs of its ``open_runs`` as already read in this transaction."""
+    """Fire ``row``'s armed slot (locked, due by ``now``) and arm the next one; an intent
+    schedule's slot does one batch of its sweep (:mod:`~procflow.runtime.schedules.sweeps`).
+    ``known``: the runs of its ``open_runs`` as already read in this transaction."""
+    if is_sweep(row):
+        return fire_sweep(host, tx, row, now)
     assert row.next_slot is not None
     slot, spec, fired = row.next_slot, row.spec, Fired(lag=max(0, now - row.next_slot))
     open_runs = _open_runs(tx, row, known)
@@ -121,7 +110,7 @@ def fire_slot(
         row.buffered = None
     if now - slot > int(spec.get("grace") or 0):
         due = [slot, *calendar(spec).slots_between(slot, now, MAX_SLOTS + 1)]
-        chosen = _not_missed(due, Missed(spec.get("missed") or Missed.LATEST))
+        chosen = not_missed(due, Missed(spec.get("missed") or Missed.LATEST))
         fired.missed += len(due) - len(chosen)
         earlier = set(fired.started)
         for late in chosen:  # caught up together: overlap looks only at runs open before
@@ -138,14 +127,6 @@ def fire_slot(
     row.error = None
     tx.save_schedule(row)
     return fired
-
-
-def _not_missed(due: list[int], missed: Missed) -> list[int]:
-    if missed is Missed.NONE:
-        return []
-    if missed is Missed.LATEST:
-        return due[-1:]
-    return due[:MAX_SLOTS]
 
 
 def start_slot(

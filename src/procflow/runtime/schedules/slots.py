@@ -1,16 +1,54 @@
-"""When a stored schedule's slots fall: its :class:`~procflow.calendar.Calendar`, and the due time
-of a slot with its jitter."""
+"""When a stored schedule's slots fall: its :class:`~procflow.calendar.Calendar`, the due time
+of a slot with its jitter, which of several missed slots fire; and what firing one did
+(:class:`Fired`), shared by the flow schedules' firing and the intent schedules' sweeps."""
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from procflow.calendar import Calendar, calendar_of
+from procflow.model.schedule import Missed
 from procflow.store.codec import dumps
+from procflow.store.rows import ScheduleRow
 
-__all__ = ["calendar", "due_time"]
+__all__ = ["MAX_SLOTS", "Fired", "calendar", "due_time", "is_sweep", "not_missed"]
+
+MAX_SLOTS = 1_000  # the most runs one firing (missed: all) or one backfill starts
+
+
+@dataclass
+class Fired:
+    """What firing did, by outcome (the metrics count them), and the lag of the slot fired.
+
+    An intent schedule's sweep fires a slot in batches, one transaction each: ``started`` holds
+    the runs a ``start`` action started, ``swept`` the slots it finished, and ``partial`` says
+    the batch left its slot unfinished (the next batch continues it; its lag was told once,
+    with the slot's first batch)."""
+
+    started: list[str] = field(default_factory=list)
+    skipped: int = 0
+    missed: int = 0
+    buffered: int = 0
+    lag: int = 0  # microseconds from the nominal instant to the firing
+    swept: int = 0
+    partial: bool = False
+
+
+def is_sweep(row: ScheduleRow) -> bool:
+    """Whether ``row`` is an intent schedule (a sweep), not a flow's schedule."""
+    return row.spec.get("kind") == "intent"
+
+
+def not_missed(due: list[int], missed: Missed) -> list[int]:
+    """Of the slots ``due`` at once (oldest first, the first one late), those that fire."""
+    if missed is Missed.NONE:
+        return []
+    if missed is Missed.LATEST:
+        return due[-1:]
+    return due[:MAX_SLOTS]
 
 
 def calendar(spec: dict[str, Any]) -> Calendar:

@@ -57,6 +57,20 @@ class RecordQueries(Queries):
         ).fetchall()
         return [record_row(r) for r in rows]
 
+    def records_between(self, entity: str, after: int, upto: int, limit: int) -> list[RecordRow]:
+        """Up to ``limit`` records of ``entity`` with an id in (``after``, ``upto``], by id: a
+        range of the primary key (a sweep reads its entity a page at a time)."""
+        rows = self.c.execute(
+            f"SELECT {_COLS} FROM records WHERE entity=? AND id>? AND id<=? ORDER BY id LIMIT ?",
+            (entity, after, upto, limit),
+        ).fetchall()
+        return [record_row(r) for r in rows]
+
+    def highest_record_id(self, entity: str) -> int:
+        """The highest id of ``entity``'s records (0: none), one probe of the key."""
+        row = self.c.execute("SELECT max(id) FROM records WHERE entity=?", (entity,)).fetchone()
+        return int(row[0] or 0)
+
     def record_exists(self, entity: str, id_: int) -> bool:
         row = self.c.execute(
             "SELECT 1 FROM records WHERE entity=? AND id=?", (entity, id_)

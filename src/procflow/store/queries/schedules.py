@@ -12,17 +12,18 @@ from procflow.store.rows import ScheduleRow
 
 _COLS = (
     "key, flow, name, spec, plan, paused, note, disabled, next_slot, due_at, buffered, open_runs, "
-    "last_slot, last_run, started, skipped, missed, buffers, error"
+    "last_slot, last_run, started, skipped, missed, buffers, error, sweep"
 )
 
 
 def schedule_row(row: Sequence[Any]) -> ScheduleRow:
     (key, flow, name, spec, plan, paused, note, disabled, next_slot, due_at, buffered, open_runs,
-     last_slot, last_run, started, skipped, missed, buffers, error) = row  # fmt: skip
+     last_slot, last_run, started, skipped, missed, buffers, error, sweep) = row  # fmt: skip
     return ScheduleRow(
         key, flow, name, json.loads(spec), json.loads(plan), bool(paused), note, bool(disabled),
         _int(next_slot), _int(due_at), _int(buffered), json.loads(open_runs), _int(last_slot),
         last_run, int(started), int(skipped), int(missed), int(buffers), error,
+        None if sweep is None else json.loads(sweep),
     )  # fmt: skip
 
 
@@ -33,7 +34,7 @@ def _int(value: Any) -> int | None:
 class ScheduleQueries(Queries):
     def insert_schedule(self, s: ScheduleRow) -> None:
         self.c.execute(
-            f"INSERT INTO schedules({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            f"INSERT INTO schedules({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             _values(s),
         )
 
@@ -42,7 +43,7 @@ class ScheduleQueries(Queries):
         self.c.execute(
             "UPDATE schedules SET spec=?, plan=?, paused=?, note=?, disabled=?, next_slot=?, "
             "due_at=?, buffered=?, open_runs=?, last_slot=?, last_run=?, started=?, skipped=?, "
-            "missed=?, buffers=?, error=? WHERE key=?",
+            "missed=?, buffers=?, error=?, sweep=? WHERE key=?",
             (*_values(s)[3:], s.key),
         )
 
@@ -96,4 +97,5 @@ def _values(s: ScheduleRow) -> tuple[Any, ...]:
         s.key, s.flow, s.name, dumps(s.spec), dumps(s.plan), int(s.paused), s.note, int(s.disabled),
         s.next_slot, s.due_at, s.buffered, dumps(s.open_runs), s.last_slot, s.last_run,
         s.started, s.skipped, s.missed, s.buffers, s.error,
+        None if s.sweep is None else dumps(s.sweep),
     )  # fmt: skip

@@ -3,7 +3,9 @@
 -- plus its jitter), indexed like the timers, so that looking for due work stays two index
 -- probes. Firing a slot and arming the next are one transaction on this row; the run a slot
 -- starts carries the start key "schedule:<key>@<slot>", so one slot starts at most one run
--- however many workers fire it.
+-- however many workers fire it. An intent schedule (a sweep) keeps in "sweep" the slot it is
+-- working through (the last record id done, committed with each batch's actions, so a slot
+-- resumed after a crash acts on no record twice) and the outcomes of its last slots.
 
 CREATE TABLE schedules (
     key        TEXT PRIMARY KEY,               -- FLOW, or FLOW/NAME
@@ -24,7 +26,8 @@ CREATE TABLE schedules (
     skipped    INTEGER NOT NULL DEFAULT 0,
     missed     INTEGER NOT NULL DEFAULT 0,
     buffers    INTEGER NOT NULL DEFAULT 0,      -- slots that waited (buffer_one)
-    error      TEXT                            -- why its last slot could not start its run
+    error      TEXT,                           -- why its last slot could not start its run
+    sweep      TEXT                            -- an intent schedule's sweep: progress, outcomes (JSON)
 );
 CREATE INDEX schedules_due ON schedules (due_at);
 CREATE INDEX schedules_by_flow ON schedules (flow);
