@@ -101,15 +101,19 @@ def lags(url: str, minutes: int, env: dict[str, str]) -> tuple[list[float], int]
     worker.send_signal(signal.SIGTERM)
     worker.wait(timeout=120)
     engine = Engine(url, create=False)
-    out: list[float] = []
+    by_slot: dict[int, list[float]] = {}
     for run in engine.list_runs():
         slot = run.state.get("schedule", {}).get("slot")
         if slot is not None:
-            out.append((run.started_at - int(slot)) / 1e6)
-    fired_minutes = len({int(r.state["schedule"]["slot"]) for r in engine.list_runs()
-                         if r.state.get("schedule")})  # fmt: skip
+            by_slot.setdefault(int(slot), []).append((run.started_at - int(slot)) / 1e6)
     engine.close()
-    return out, fired_minutes
+    for slot, found in sorted(by_slot.items()):
+        found.sort()
+        print(
+            f"  slot +{(slot - min(by_slot)) // 60_000_000} min: {len(found)} runs, lag p50 "
+            f"{statistics.median(found):.3f} s, p99 {found[int(len(found) * 0.99)]:.3f} s"
+        )
+    return [lag for found in by_slot.values() for lag in found], len(by_slot)
 
 
 def slot_cost(url: str, folder: Path, n: int) -> tuple[float, float]:
