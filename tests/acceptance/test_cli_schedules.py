@@ -87,7 +87,7 @@ def test_list_prints_a_line_per_schedule_and_pages(store: Store) -> None:
                       "nightly/late", "tick")]  # fmt: skip
     assert set(listed[0]) == {
         "name", "flow", "schedule", "spec", "state", "note", "overlap", "missed", "next",
-        "due_at", "buffered", "last", "error", "counts",
+        "due_at", "buffered", "last", "error", "counts", "kind",
     }  # fmt: skip
     first = store("schedules", "list", "--limit", "2")
     *shown, more = first.stdout.splitlines()

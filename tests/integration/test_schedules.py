@@ -248,18 +248,21 @@ def test_the_role_table_guards_schedules(site: Site) -> None:
 
 
 def test_two_engines_firing_one_slot_start_one_run(site: Site, db_url: str) -> None:
-    site.deploy("hourly", HOURLY.format(extra=""))
+    """Both read the row while the 01:00 slot was armed; each fires it; the start key lets one
+    run in (overlap allow: an open run would not stop the second)."""
+    site.deploy("hourly", HOURLY.format(extra=", overlap: allow"))
     other = Engine(db_url)
     try:
         _jump(site, "2027-01-01T01:00:00Z")
-        row = site.engine.store.read().schedule("hourly")
-        assert row is not None
+        read = site.engine.store.read()
+        first, second = read.schedule("hourly"), read.schedule("hourly")
+        assert first is not None and second is not None
         from procflow.runtime.schedules.firing import fire_slot
 
-        with site.engine.store.tx() as tx:  # one fires the slot...
-            fire_slot(site.engine, tx, row, site.engine.now())
-        with other.store.tx() as tx:  # ...the other, with the row it read before, again
-            fire_slot(other, tx, row, other.now())
+        with site.engine.store.tx() as tx:
+            assert len(fire_slot(site.engine, tx, first, site.engine.now()).started) == 1
+        with other.store.tx() as tx:
+            assert fire_slot(other, tx, second, other.now()).started == []
     finally:
         other.close()
     assert site.slots("hourly") == ["2027-01-01T01:00:00Z"]
@@ -327,3 +330,100 @@ def test_a_backfill_keeps_the_last_slot_the_newest(site: Site) -> None:
     window = (from_iso("2027-01-01T00:00:00Z"), from_iso("2027-01-01T00:00:00Z"))
     site.engine.schedules.backfill("hourly", *window)
     assert site.schedule("hourly")["last"]["slot"] == "2027-01-01T05:00:00Z"
+
+
+def test_a_jittered_slot_is_not_late_for_its_jitter(site: Site) -> None:
+    """jitter 10m, grace 1m: a slot due up to 10 minutes after its instant is on time."""
+    site.deploy("hourly", HOURLY.format(extra=", jitter: 10m, missed: none"))
+    site.engine.advance("PT5H10M")  # the 05:00 slot is due by 05:10
+    assert len(site.runs("hourly")) == 5
+    assert site.schedule("hourly")["counts"]["missed"] == 0
+    lags = [
+        from_iso(r["started_at"]) - from_iso(r["schedule"]["slot"]) for r in site.runs("hourly")
+    ]
+    assert all(0 <= lag < 600_000_000 for lag in lags)  # within the jitter, never past the next
+
+
+def test_a_long_downtime_starts_the_newest_slot_and_counts_every_missed_one(site: Site) -> None:
+    site.deploy("minutely", MINUTELY)
+    _jump(site, "2027-01-02T00:00:30Z")  # a day and a half-minute later
+    site.engine.work()
+    assert site.slots("minutely") == ["2027-01-02T00:00:00Z"]
+    assert site.schedule("minutely")["counts"]["missed"] == 1439
+
+
+def test_missed_all_starts_a_thousand_and_counts_the_rest(site: Site) -> None:
+    site.deploy("minutely", MINUTELY.replace("every: 1m", "every: 1m, missed: all, overlap: allow"))
+    _jump(site, "2027-01-02T00:00:30Z")
+    site.engine.work()
+    slots = site.slots("minutely")
+    assert (len(slots), slots[0]) == (1000, "2027-01-01T00:01:00Z")
+    assert site.schedule("minutely")["counts"]["missed"] == 440
+
+
+def test_pausing_or_disabling_drops_a_buffered_slot(site: Site) -> None:
+    site.deploy("slow", SLOW.format(overlap="buffer_one"))
+    site.engine.advance("PT2H")  # 02:00 waits for the 01:00 run
+    assert site.schedule("slow")["buffered"] == "2027-01-01T02:00:00Z"
+    site.engine.schedules.pause("slow")
+    shown = site.schedule("slow")
+    assert (shown["buffered"], shown["counts"]["skipped"]) == (None, 1)
+    site.engine.advance("PT1H")  # the 01:00 run ends at 02:30: nothing starts
+    assert len(site.runs("slow")) == 1
+
+
+def test_backfill_of_a_disabled_flow_and_resume_of_an_active_schedule_are_refused(
+    site: Site,
+) -> None:
+    site.deploy("hourly", HOURLY.format(extra=""))
+    with pytest.raises(UsageError, match=r"^schedule \[hourly\] is not paused; nothing to resume$"):
+        site.engine.schedules.resume("hourly")
+    _jump(site, "2027-01-01T05:00:00Z")
+    site.engine.set_enabled("hourly", False)
+    with pytest.raises(UsageError, match=r"^\[hourly\] is disabled; enable it to start runs$"):
+        site.engine.schedules.backfill("hourly", 0, from_iso("2027-01-01T03:00:00Z"))
+    assert site.runs("hourly") == []
+
+
+MINUTELY = """\
+flow: minutely
+trigger:
+  schedule: { every: 1m }
+steps:
+  - s: { set: { x: 1 } }
+"""
+
+
+def test_run_wait_returns_while_its_run_waits_for_a_person_despite_a_schedule(
+    site: Site,
+) -> None:
+    """`procflow run FILE --wait` stops once only a person or an event can move the run: the
+    file's own schedule, armed by that deploy, is not something its run waits for (stepping
+    through its slots would never end)."""
+    from procflow.runtime.commands.oneshot import run_once
+
+    path = write(site.root / "claims.intent", CLAIMS)
+    shown = run_once(site.engine, path, {"title": "roof"}, None, wait=True)
+    assert shown["status"] == "waiting"
+    assert shown["tokens"][0]["waiting_for"]["kind"] == "task"
+
+
+CLAIMS = """\
+name: claims
+entities:
+  - name: Claim
+    fields:
+      - { name: id, type: integer, primaryKey: true, generated: true }
+      - { name: title, type: string, required: true, length: 100 }
+processes:
+  - name: Review
+    trigger: { onCreate: Claim }
+    steps:
+      - { name: review, kind: userTask, args: { assignee: manager } }
+schedules:
+  - name: nag
+    cron: "0 * * * *"
+    entity: Claim
+    where: [ { field: title, op: ne, value: "" } ]
+    notify: { to: ops@example.com, subject: "claim {id} waits" }
+"""

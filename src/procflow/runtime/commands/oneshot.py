@@ -130,7 +130,7 @@ def work_until_settled(engine: Engine, run_id: str, *, wait: bool) -> None:
         status = engine.store.read().run(run_id)
         if status is None or status.status in FINISHED or not wait:
             return
-        due = engine.store.read().next_due()
+        due = engine.store.read().next_timer_due()  # a schedule's slots are not this run's
         if due is None:
             return  # waiting on something no clock brings (a person, an event)
         if engine.is_virtual:

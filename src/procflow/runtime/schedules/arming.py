@@ -24,8 +24,8 @@ from procflow.store.rows import ScheduleRow
 from procflow.store.store import Tx
 
 __all__ = [
-    "arm", "schedule_key", "set_disabled", "start_plan", "sweep_key", "sync_app_schedules",
-    "sync_schedules",
+    "arm", "drop_buffered", "schedule_key", "set_disabled", "start_plan", "sweep_key",
+    "sync_app_schedules", "sync_schedules",
 ]  # fmt: skip
 
 
@@ -76,6 +76,7 @@ def sync_schedules(tx: Tx, flow_name: str, flow: Flow | None, now: int) -> None:
                 arm(row, now)
             row.plan = plan
             tx.save_schedule(row)
+    tx.notify()  # an idle worker looks at the due times again
 
 
 def start_plan(tx: Tx, flow: Flow) -> dict[str, Any]:
@@ -128,8 +129,18 @@ def set_disabled(tx: Tx, flow_name: str, disabled: bool, now: int) -> None:
         if row.disabled == disabled or is_sweep(row):
             continue
         row.disabled = disabled
+        if disabled:
+            drop_buffered(row)
         arm(row, now)
         tx.save_schedule(row)
+    tx.notify()  # an idle worker looks at the due times again
+
+
+def drop_buffered(row: ScheduleRow) -> None:
+    """A slot waiting for its open run (``buffer_one``) is skipped: its schedule is paused, or
+    its flow disabled, and no slot fires then."""
+    if row.buffered is not None:
+        row.buffered, row.skipped = None, row.skipped + 1
 
 
 def _disabled(tx: Tx, name: str) -> bool:

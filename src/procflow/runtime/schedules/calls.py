@@ -18,9 +18,10 @@ from procflow.errors import ExprError, NotFoundError, UsageError
 from procflow.model.schedule import Overlap
 from procflow.runtime.clock import from_datetime, from_iso, iso
 from procflow.runtime.data.access import Action
+from procflow.runtime.operations.conflicts import retry_on_conflict
 from procflow.runtime.operations.listing import Page, check_limit
 from procflow.runtime.runs.host import RunHost
-from procflow.runtime.schedules.arming import arm
+from procflow.runtime.schedules.arming import arm, drop_buffered
 from procflow.runtime.schedules.firing import MAX_SLOTS, Fired, slot_key, start_slot
 from procflow.runtime.schedules.slots import calendar, is_sweep
 from procflow.runtime.schedules.sweeps import sweep_json, trigger_sweep
@@ -90,6 +91,7 @@ def pause(tx: Tx, key: str, note: str | None) -> ScheduleRow:
     """Stop ``key`` firing (nothing armed, no slot counted missed) until :func:`resume`."""
     row = locked(tx, key)
     row.paused, row.note = True, checked_note(note)
+    drop_buffered(row)
     arm(row, 0)
     tx.save_schedule(row)
     return row
@@ -98,9 +100,12 @@ def pause(tx: Tx, key: str, note: str | None) -> ScheduleRow:
 def resume(tx: Tx, key: str, now: int) -> ScheduleRow:
     """Arm ``key``'s first slot after ``now`` again."""
     row = locked(tx, key)
+    if not row.paused:
+        raise UsageError(f"schedule [{key}] is not paused; nothing to resume")
     row.paused, row.note = False, None
     arm(row, now)
     tx.save_schedule(row)
+    tx.notify()  # an idle worker looks at its due time
     return row
 
 
@@ -129,6 +134,8 @@ def backfill(
             f"[{key}] is an intent schedule: backfill starts a flow's runs; sweep it now with "
             "trigger"
         )
+    if row.disabled:
+        raise UsageError(f"[{row.flow}] is disabled; enable it to start runs")
     if to < from_:
         raise UsageError(f"the backfill window ends ({iso(to)}) before it begins ({iso(from_)})")
     if to > now:
@@ -243,16 +250,19 @@ class ScheduleCalls:
             )  # fmt: skip
         return schedule_json(row, next_count)
 
+    @retry_on_conflict
     def pause(self, key: str, note: str | None = None, *, user: Any = None) -> dict[str, Any]:
         self.acting(user, Action.PAUSE_SCHEDULE)
         with self.host.store.tx() as tx:
             return schedule_json(pause(tx, key, note))
 
+    @retry_on_conflict
     def resume(self, key: str, *, user: Any = None) -> dict[str, Any]:
         self.acting(user, Action.PAUSE_SCHEDULE)
         with self.host.store.tx() as tx:
             return schedule_json(resume(tx, key, self.host.now()))
 
+    @retry_on_conflict
     def trigger(self, key: str, *, allow_overlap: bool = False, user: Any = None) -> dict[str, Any]:
         """One run now, as a slot at the current instant: ``{name, started, skipped,
         buffered}`` (``started``: the run ids). An intent schedule sweeps now, and adds the
@@ -268,6 +278,7 @@ class ScheduleCalls:
             "buffered": fired.buffered,
         }  # fmt: skip
 
+    @retry_on_conflict
     def backfill(
         self, key: str, from_: Instant, to: Instant, *, dry_run: bool = False, user: Any = None
     ) -> dict[str, Any]:

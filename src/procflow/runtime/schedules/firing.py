@@ -15,14 +15,16 @@ transaction on the schedule's row.
 
 from __future__ import annotations
 
+from itertools import takewhile
+
 from procflow.errors import ProcflowError, StoreError
-from procflow.model.schedule import Missed, Overlap
+from procflow.model.schedule import Overlap
 from procflow.runtime import faults
 from procflow.runtime.operations.lifecycle import cancel_run
 from procflow.runtime.runs.host import RunHost
 from procflow.runtime.runs.starts import insert_run_of
 from procflow.runtime.schedules.arming import arm
-from procflow.runtime.schedules.slots import MAX_SLOTS, Fired, calendar, is_sweep, not_missed
+from procflow.runtime.schedules.slots import MAX_SLOTS, Fired, is_late, is_sweep, late_slots
 from procflow.runtime.schedules.sweeps import fire_sweep
 from procflow.states import ENDED
 from procflow.store.rows import RunRow, ScheduleRow
@@ -57,6 +59,10 @@ def fire_due(host: RunHost, now: int, limit: int) -> list[tuple[ScheduleRow, Fir
 def _fire_group(host: RunHost, now: int, size: int) -> list[tuple[ScheduleRow, Fired]]:
     with host.store.tx() as tx:
         rows = tx.due_schedules(now, size)
+        if rows and is_sweep(rows[0]):
+            rows = rows[:1]  # a sweep's batch is a transaction of its own
+        else:
+            rows = list(takewhile(lambda r: not is_sweep(r), rows))
         # The runs each schedule last started, read once for the group (one statement, not one
         # a slot): most have ended by the next slot.
         known = tx.runs_by_id([i for row in rows for i in row.open_runs])
@@ -108,10 +114,9 @@ def fire_slot(
     if row.buffered is not None and not open_runs:
         _start(host, tx, row, row.buffered, fired, open_runs)
         row.buffered = None
-    if now - slot > int(spec.get("grace") or 0):
-        due = [slot, *calendar(spec).slots_between(slot, now, MAX_SLOTS + 1)]
-        chosen = not_missed(due, Missed(spec.get("missed") or Missed.LATEST))
-        fired.missed += len(due) - len(chosen)
+    if is_late(row.due_at, slot, spec, now):
+        chosen, missed = late_slots(spec, slot, now)
+        fired.missed += missed
         earlier = set(fired.started)
         for late in chosen:  # caught up together: overlap looks only at runs open before
             catching_up = set(fired.started) - earlier
@@ -202,7 +207,13 @@ def release_buffered(host: RunHost, tx: Tx, ended: list[RunRow]) -> list[str]:
     keys = {r.state["schedule"]["name"] for r in ended if r.state.get("schedule")}
     started: list[str] = []
     for key in sorted(keys):
-        row = tx.schedule(key, lock=True)
+        seen = tx.schedule(key)  # no lock unless a slot waits: most schedules buffer nothing
+        if seen is None or seen.buffered is None or seen.paused or seen.disabled:
+            continue
+        # The row lock is taken after this transaction's run rows; a worker firing the
+        # schedule takes them the other way round: skip it then (the firing, or the next
+        # one, starts the buffered slot itself) rather than wait and deadlock.
+        row = tx.schedule(key, lock=True, skip_locked=True)
         if row is None or row.buffered is None:
             continue
         open_runs = _open_runs(tx, row)

@@ -14,7 +14,7 @@ from procflow.model.schedule import Missed
 from procflow.store.codec import dumps
 from procflow.store.rows import ScheduleRow
 
-__all__ = ["MAX_SLOTS", "Fired", "calendar", "due_time", "is_sweep", "not_missed"]
+__all__ = ["MAX_SLOTS", "Fired", "calendar", "due_time", "is_late", "is_sweep", "late_slots"]
 
 MAX_SLOTS = 1_000  # the most runs one firing (missed: all) or one backfill starts
 
@@ -42,13 +42,30 @@ def is_sweep(row: ScheduleRow) -> bool:
     return row.spec.get("kind") == "intent"
 
 
-def not_missed(due: list[int], missed: Missed) -> list[int]:
-    """Of the slots ``due`` at once (oldest first, the first one late), those that fire."""
-    if missed is Missed.NONE:
-        return []
-    if missed is Missed.LATEST:
-        return due[-1:]
-    return due[:MAX_SLOTS]
+MAX_WALK = 1_000_000  # late slots counted one by one at most; past it, the newest walked counts
+
+
+def is_late(row_due: int | None, slot: int, spec: dict[str, Any], now: int) -> bool:
+    """Whether the armed ``slot`` fires more than ``grace`` after it was due (its jitter is
+    not lateness: a slot is due at its due time)."""
+    return now - (row_due if row_due is not None else slot) > int(spec.get("grace") or 0)
+
+
+def late_slots(spec: dict[str, Any], slot: int, now: int) -> tuple[list[int], int]:
+    """The late ``slot`` and every slot after it up to ``now``: those that fire (oldest first:
+    the newest for ``latest``, the first :data:`MAX_SLOTS` for ``all``, none for ``none``) and
+    how many are missed. However many passed, the newest is found and every one counted (up to
+    :data:`MAX_WALK`)."""
+    cal, oldest, newest, total = calendar(spec), [slot], slot, 1
+    while total < MAX_WALK:
+        chunk = cal.slots_between(newest, now, 10_000)
+        if not chunk:
+            break
+        oldest += chunk[: max(0, MAX_SLOTS - len(oldest))]
+        newest, total = chunk[-1], total + len(chunk)
+    missed = Missed(spec.get("missed") or Missed.LATEST)
+    fire = [] if missed is Missed.NONE else [newest] if missed is Missed.LATEST else oldest
+    return fire, total - len(fire)
 
 
 def calendar(spec: dict[str, Any]) -> Calendar:

@@ -22,12 +22,12 @@ from typing import Any
 
 from procflow.errors import NotFoundError, UsageError
 from procflow.model.ir import Application
-from procflow.model.schedule import IntentSchedule, Missed
+from procflow.model.schedule import IntentSchedule
 from procflow.runtime import faults
 from procflow.runtime.clock import iso
 from procflow.runtime.runs.host import RunHost
 from procflow.runtime.schedules.arming import arm
-from procflow.runtime.schedules.slots import MAX_SLOTS, Fired, calendar, not_missed
+from procflow.runtime.schedules.slots import Fired, is_late, late_slots
 from procflow.runtime.schedules.sweep_actions import Sweeper
 from procflow.runtime.schedules.sweep_match import Matcher
 from procflow.store.rows import ScheduleRow
@@ -64,10 +64,9 @@ def _begin(row: ScheduleRow, now: int, fired: Fired) -> dict[str, Any] | None:
     none is (the next slot is armed)."""
     slot, spec = row.next_slot, row.spec
     assert slot is not None
-    if now - slot > int(spec.get("grace") or 0):
-        due = [slot, *calendar(spec).slots_between(slot, now, MAX_SLOTS + 1)]
-        chosen = not_missed(due, Missed(spec.get("missed") or Missed.LATEST))
-        fired.missed += len(due) - len(chosen)
+    if is_late(row.due_at, slot, spec, now):
+        chosen, missed = late_slots(spec, slot, now)
+        fired.missed += missed
         after = now
     else:
         chosen, after = [slot], slot

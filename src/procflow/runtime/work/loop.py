@@ -234,7 +234,11 @@ class WorkLoop:
         observer; returns how many slots fired (each is work done, whatever it started)."""
         # Every due slot before any run: a slot fired late is a run started late, while the
         # runs already started only wait for the slots' few transactions.
-        fired = fire_due(self.host, now, SLOTS_PER_LOOK)
+        try:
+            fired = fire_due(self.host, now, SLOTS_PER_LOOK)
+        except StoreConflict:  # a run committing ended a schedule's run meanwhile: look again
+            log.info("firing schedule slots met a concurrent transaction; trying again")
+            return 0
         observer = self.advancer.observer
         for row, outcome in fired:
             observer.slots_fired(row.flow, row.name, outcome)

@@ -50,8 +50,12 @@ class ScheduleQueries(Queries):
     def delete_schedule(self, key: str) -> None:
         self.c.execute("DELETE FROM schedules WHERE key=?", (key,))
 
-    def schedule(self, key: str, *, lock: bool = False) -> ScheduleRow | None:
-        tail = self.b.for_update if lock else ""
+    def schedule(
+        self, key: str, *, lock: bool = False, skip_locked: bool = False
+    ) -> ScheduleRow | None:
+        """The schedule ``key``; ``lock``: locked for a change (``skip_locked``: None when
+        another transaction holds it, rather than waiting)."""
+        tail = (self.b.skip_locked if skip_locked else self.b.for_update) if lock else ""
         row = self.c.execute(f"SELECT {_COLS} FROM schedules WHERE key=?{tail}", (key,)).fetchone()
         return schedule_row(row) if row else None
 

@@ -29,13 +29,10 @@ class TimerQueries(Queries):
     def delete_run_timers(self, run_id: str) -> None:
         self.c.execute("DELETE FROM timers WHERE run_id=?", (run_id,))
 
-    def has_due_timer(self, now: int) -> bool:
-        """Whether any timer or schedule is due by ``now``: the earliest due time of each, one
-        probe of each due-time index, in one statement. (Asked as ``due_at<=? LIMIT 1``,
-        PostgreSQL's generic plan expects a third of the timers to match and scans the table
-        for the first: every timer read, on every claim, while all of them lie in the future.)"""
-        due = self.next_due()
-        return due is not None and due <= now
+    def next_timer_due(self) -> int | None:
+        """The earliest due time of a timer (a run's own), schedules aside."""
+        row = self.c.execute(FIRST_TIMER).fetchone()
+        return None if row is None else int(row[0])
 
     def due_timers_free(self, now: int, wall: int, limit: int) -> list[TimerRow]:
         """Timers due by the engine clock ``now`` of runs no live worker holds (leases run on
@@ -64,7 +61,9 @@ class TimerQueries(Queries):
         self.b.batch(_DELETE, _DELETE_ARRAY, [(i,) for i in timer_ids])
 
     def next_due(self) -> int | None:
-        """The earliest due time of a timer or an armed schedule slot."""
+        """The earliest due time of a timer or an armed schedule slot: one probe of each
+        due-time index, in one statement. (Asked as ``due_at<=? LIMIT 1``, PostgreSQL's generic
+        plan expects a third of the rows to match and scans the table for the first.)"""
         row = self.c.execute(f"SELECT ({FIRST_TIMER}), ({FIRST_SCHEDULE})").fetchone()
         found = [int(v) for v in (row or ()) if v is not None]
         return min(found) if found else None
