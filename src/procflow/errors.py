@@ -20,7 +20,7 @@ request is unusable (every ``UsageError``).
         ConfigError           a setting's value: setting
         MissingExtraError     an optional part of procflow is not installed: extra
         NotFoundError         unknown definition, run, record, task: kind, key, entity
-        StateConflictError    a run's or task's state forbids it now (HTTP 409)
+        StateConflictError    a run's, task's or schedule's state forbids it now (HTTP 409)
           RunStateError         the run's status forbids it (cancel, retry): run_id, status
         InputError            a flow's inputs: flow, input (= field), problems
         RecordError           a record write: entity, field, record_id, problems
@@ -224,7 +224,8 @@ class NotFoundError(UsageError):
 
 
 class StateConflictError(UsageError):
-    """The state of a run or task forbids the request now (HTTP 409): it ended, it is not open."""
+    """The state of a run, task or schedule forbids the request now (HTTP 409): it ended, it is
+    not open, it is not paused."""
 
 
 class RunStateError(StateConflictError):

@@ -86,13 +86,21 @@ ACTIONS: dict[str, tuple[str, Callable[[Site], Prepared]]] = {
     ),
     "resume_schedule": (
         "pause or resume schedules",
-        lambda s: lambda u: s.api.schedules.resume("tick", user=u),
+        lambda s: (s.api.schedules.pause("tick"), lambda u: s.api.schedules.resume("tick", user=u))[
+            1
+        ],
     ),
     "backfill_schedule": (
         "backfill schedules",
         lambda s: lambda u: s.api.schedules.backfill("tick", *BACKFILL_WINDOW, user=u),
     ),
 }
+
+
+def _paused(site: Site, call: Prepared) -> Prepared:
+    """``call``, once the schedule ``tick`` is paused (by the administrator)."""
+    site.api.schedules.pause("tick")
+    return call
 
 
 @pytest.mark.parametrize("action", list(ACTIONS))

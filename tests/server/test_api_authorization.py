@@ -106,7 +106,7 @@ ROLE_ROUTES: dict[tuple[str, str], tuple[str, Callable[[Site], Request]]] = {
     ),
     ("POST", "/schedules/{name:path}/resume"): (
         "resume_schedule",
-        lambda s: ("POST", "/schedules/tick/resume", {}),
+        lambda s: (s.engine.schedules.pause("tick"), ("POST", "/schedules/tick/resume", {}))[1],
     ),
     ("POST", "/schedules/{name:path}/backfill"): (
         "backfill_schedule",

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from procflow.errors import ExprError, NotFoundError, UsageError
+from procflow.errors import ExprError, NotFoundError, StateConflictError, UsageError
 from procflow.model.schedule import Overlap
 from procflow.runtime.clock import from_datetime, from_iso, iso
 from procflow.runtime.data.access import Action
@@ -101,7 +101,7 @@ def resume(tx: Tx, key: str, now: int) -> ScheduleRow:
     """Arm ``key``'s first slot after ``now`` again."""
     row = locked(tx, key)
     if not row.paused:
-        raise UsageError(f"schedule [{key}] is not paused; nothing to resume")
+        raise StateConflictError(f"schedule [{key}] is not paused; nothing to resume")
     row.paused, row.note = False, None
     arm(row, now)
     tx.save_schedule(row)

@@ -205,7 +205,7 @@ ENDPOINTS = [
         "Arm a paused schedule's first slot after the current instant.",
         params=(_NAME,),
         responses={"200": {"description": "resumed: the schedule", **_SCHEDULE},
-                   "404": _UNKNOWN},
+                   "404": _UNKNOWN, "409": {"description": "the schedule is not paused"}},
     ),
     Endpoint(
         "POST", "/schedules/{name:path}/trigger", trigger_schedule,
