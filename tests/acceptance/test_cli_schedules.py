@@ -216,8 +216,8 @@ def test_backfill_lists_starts_and_then_finds_each_slot(store: Store) -> None:
         (("--from", "2026-12-31T10:00:00Z", "--to", "2027-01-02T00:00:00Z"),
          "error: the backfill window ends after the current instant (2027-01-01T00:00:00Z)"),
         (("--from", "2026-01-01", "--to", "2027-01-01"),
-         "error: the window holds more than 1000 slots of [nightly/early]; backfill a shorter "
-         "one"),
+         "error: the window holds 8,761 slots of [nightly/early], more than the 1,000 one "
+         "backfill starts; backfill a shorter one"),
         (("--from", "2026-12-31",),
          "error: Missing option '--to'. (see `procflow schedules backfill --help`)"),
     ],

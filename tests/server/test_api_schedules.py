@@ -196,7 +196,8 @@ def _run_ids(site: Site) -> list[str]:
          "ends (2026-12-31T21:00:00Z) before it begins (2026-12-31T23:00:00Z)"),
         ({"from": "2026-12-31T23:00:00Z", "to": "2027-01-02T00:00:00Z"}, None,
          "ends after the current instant"),
-        ({"from": "2026-01-01", "to": "2027-01-01"}, None, "more than 1000 slots of [nightly/"),
+        ({"from": "2026-01-01", "to": "2027-01-01"}, None,
+         "holds 8,761 slots of [nightly/early], more than the 1,000"),
     ],
 )  # fmt: skip
 def test_a_bad_backfill_is_a_422_and_changes_nothing(

@@ -22,7 +22,13 @@ from procflow.runtime.operations.conflicts import retry_on_conflict
 from procflow.runtime.operations.listing import Page, check_limit
 from procflow.runtime.runs.host import RunHost
 from procflow.runtime.schedules.arming import arm, drop_buffered
-from procflow.runtime.schedules.firing import MAX_SLOTS, Fired, slot_key, start_slot
+from procflow.runtime.schedules.firing import (
+    MAX_SLOTS,
+    Fired,
+    open_runs_of,
+    slot_key,
+    start_slot,
+)
 from procflow.runtime.schedules.slots import calendar, is_sweep
 from procflow.runtime.schedules.sweeps import sweep_json, trigger_sweep
 from procflow.store.rows import ScheduleRow
@@ -116,7 +122,7 @@ def trigger(host: RunHost, tx: Tx, key: str, now: int, *, allow_overlap: bool) -
         raise UsageError(f"[{row.flow}] is disabled; enable it to start runs")
     fired = Fired()
     overlap = Overlap.ALLOW if allow_overlap else Overlap(row.spec["overlap"])
-    start_slot(host, tx, row, now, now, fired, _open(tx, row), overlap, keyed=False)
+    start_slot(host, tx, row, now, now, fired, open_runs_of(tx, row), overlap, keyed=False)
     _add(row, fired)
     tx.save_schedule(row)
     return fired
@@ -142,14 +148,17 @@ def backfill(
         raise UsageError(f"the backfill window ends after the current instant ({iso(now)})")
     slots = calendar(row.spec).slots_between(from_ - 1, to, MAX_SLOTS + 1)
     if len(slots) > MAX_SLOTS:
+        count = len(slots) + len(calendar(row.spec).slots_between(slots[-1], to, 100_000))
+        shown = f"{count:,}" if count <= 100_000 else "more than 100,000"
         raise UsageError(
-            f"the window holds more than {MAX_SLOTS} slots of [{key}]; backfill a shorter one"
+            f"the window holds {shown} slots of [{key}], more than the {MAX_SLOTS:,} one "
+            "backfill starts; backfill a shorter one"
         )
     out: list[dict[str, Any]] = []
     fired = Fired()
     # The runs open now stay open runs of the schedule beside the ones the window starts (a
     # later slot's overlap rule sees them all); ALLOW only lets the window start regardless.
-    open_runs = _open(tx, row)
+    open_runs = open_runs_of(tx, row)
     for slot in slots:
         existing = tx.run_by_start_key(slot_key(key, slot))
         if existing is not None or dry_run:
@@ -162,13 +171,6 @@ def backfill(
     _add(row, fired)
     tx.save_schedule(row)
     return out
-
-
-def _open(tx: Tx, row: ScheduleRow) -> list[Any]:
-    from procflow.states import ENDED
-
-    runs = tx.runs_by_id(row.open_runs) if row.open_runs else {}
-    return [r for r in runs.values() if r.status not in ENDED]
 
 
 def _add(row: ScheduleRow, fired: Fired) -> None:

@@ -30,7 +30,10 @@ from procflow.states import ENDED
 from procflow.store.rows import RunRow, ScheduleRow
 from procflow.store.store import Tx
 
-__all__ = ["MAX_SLOTS", "Fired", "fire_due", "fire_slot", "release_buffered", "start_slot"]
+__all__ = [
+    "MAX_SLOTS", "Fired", "fire_due", "fire_slot", "open_runs_of", "release_buffered",
+    "start_slot",
+]  # fmt: skip
 
 
 GROUP = 100  # due slots fired in one transaction (10,000 aligned slots: 100 commits, not 10,000)
@@ -110,7 +113,7 @@ def fire_slot(
         return fire_sweep(host, tx, row, now)
     assert row.next_slot is not None
     slot, spec, fired = row.next_slot, row.spec, Fired(lag=max(0, now - row.next_slot))
-    open_runs = _open_runs(tx, row, known)
+    open_runs = open_runs_of(tx, row, known)
     if row.buffered is not None and not open_runs:
         _start(host, tx, row, row.buffered, fired, open_runs)
         row.buffered = None
@@ -184,7 +187,7 @@ def slot_key(key: str, slot: int) -> str:
     return f"schedule:{key}@{slot}"
 
 
-def _open_runs(tx: Tx, row: ScheduleRow, known: dict[str, RunRow] | None = None) -> list[RunRow]:
+def open_runs_of(tx: Tx, row: ScheduleRow, known: dict[str, RunRow] | None = None) -> list[RunRow]:
     """The runs ``row`` started that have not ended (the row's list pruned of ended ones)."""
     if known is None:
         known = tx.runs_by_id(row.open_runs) if row.open_runs else {}
@@ -216,7 +219,7 @@ def release_buffered(host: RunHost, tx: Tx, ended: list[RunRow]) -> list[str]:
         row = tx.schedule(key, lock=True, skip_locked=True)
         if row is None or row.buffered is None:
             continue
-        open_runs = _open_runs(tx, row)
+        open_runs = open_runs_of(tx, row)
         if open_runs:
             tx.save_schedule(row)
             continue

@@ -222,7 +222,7 @@ class WorkLoop:
                 return 0, [], [], {}
             tokens = reader.tokens_of_runs([r.id for r in claimed])
             return 0, claimed, tokens, _records_of(reader, claimed)
-        slots = self.fire_schedules(now)  # each schedule in a transaction of its own
+        slots = self.fire_schedules(now)  # in transactions of their own, before the timers
         with self.store.tx() as tx:
             fired = slots + fire_due_timers(self.host, tx, now, wall, self.batch)
             claimed = tx.claim_runs(self.lease.owner, wall, until, self.batch)
@@ -230,7 +230,7 @@ class WorkLoop:
             return fired, claimed, tokens, _records_of(tx, claimed)
 
     def fire_schedules(self, now: int) -> int:
-        """Fire the schedule slots due by ``now`` (each in its own transaction) and tell the
+        """Fire the schedule slots due by ``now`` (a group to a transaction) and tell the
         observer; returns how many slots fired (each is work done, whatever it started)."""
         # Every due slot before any run: a slot fired late is a run started late, while the
         # runs already started only wait for the slots' few transactions.
