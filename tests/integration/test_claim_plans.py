@@ -1,7 +1,7 @@
 """The statements an idle worker sends each time it looks for work read indexes, never a table,
-however many timers are armed and runs wait: on PostgreSQL under the generic plan a prepared
-statement ends up with (psycopg prepares a statement on its fifth execution), and without the
-bitmap scans that never mark the index entries of dead row versions as dead.
+however many timers and schedule slots are armed and runs wait: on PostgreSQL under the generic
+plan a prepared statement ends up with (psycopg prepares a statement on its fifth execution), and
+without the bitmap scans that never mark the index entries of dead row versions as dead.
 
 Found by ``bench/http.py``: with 30,000 runs parked, ``due_at<=? LIMIT 1`` scanned every timer
 on every claim (4.7 ms), and the claim's ``lease_until IS NULL OR lease_until<?`` read 30,000
@@ -24,7 +24,7 @@ steps:
   - pause: { wait: { for: 30d } }
 """
 TIMERS = 3_000
-TABLES = {"runs", "timers", "tokens", "waits", "history", "scopes"}
+TABLES = {"runs", "timers", "tokens", "waits", "history", "scopes", "schedules"}
 
 
 class Recording:
@@ -72,6 +72,13 @@ def engine(tmp_path: Path, db_url: str, db_env: dict[str, str]) -> Iterator[Engi
             f"INSERT INTO runs({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
             copies,
         )
+        # and as many armed schedules, none due: looking for work probes their index too.
+        later = eng.now() + 3_600_000_000
+        conn.executemany(
+            "INSERT INTO schedules(key, flow, name, spec, plan, next_slot, due_at) "
+            "VALUES (?, ?, ?, '{}', '{}', ?, ?)",
+            [(f"f{n}", f"f{n}", f"f{n}", later + n, later + n) for n in range(TIMERS)],
+        )
     conn.execute("ANALYZE")
     try:
         yield eng
@@ -112,7 +119,10 @@ def test_looking_for_work_reads_only_indexes(engine: Engine) -> None:
     finally:
         reader.c = recording.conn
     # (The virtual clock's row of meta, a table of a few rows, is read too.)
-    looked = [(sql, p) for sql, p in recording.sent if "timers" in sql or "runs" in sql]
+    looked = [
+        (sql, p) for sql, p in recording.sent
+        if "timers" in sql or "runs" in sql or "schedules" in sql
+    ]  # fmt: skip
     assert len(looked) >= 2, looked  # the timers, then the runs
     for sql, params in looked:
         with engine.store.tx():  # nothing is run, only explained

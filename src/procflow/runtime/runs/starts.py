@@ -54,7 +54,7 @@ def insert_intent_run(
     run = RunRow(
         id=new_run_id(), version_id=version_id, name=process.name, dialect="intent",
         status=RunStatus.RUNNING, started_at=now, business_key=business_key,
-        record_entity=entity, record_id=id_, start_key=start_key, state=state,
+        record_entity=entity, record_id=id_, start_key=start_key, state=state, seq=1,
     )  # fmt: skip
     tx.notify()
     if not tx.insert_run(run):
@@ -94,7 +94,7 @@ def insert_run_of(
         state["schedule"] = {"name": schedule[0], "slot": schedule[1]}
     run = RunRow(
         id=new_run_id(), version_id=version_id, name=name, dialect="flow",
-        status=RunStatus.RUNNING, started_at=now, start_key=start_key, state=state,
+        status=RunStatus.RUNNING, started_at=now, start_key=start_key, state=state, seq=1,
     )  # fmt: skip
     if not tx.insert_run(run):
         return None
@@ -105,8 +105,8 @@ def insert_run_of(
 
 
 def _begin(tx: Tx, run: RunRow, token: TokenRow, by: str | None) -> None:
+    """The first token and ``run.started`` of a run just inserted (with ``seq`` 1 already: its
+    row needs no second write)."""
     tx.insert_token(token)
-    run.seq = 1
     started = {"by": by} if by is not None else None
     tx.append_history(run.id, [HistoryRow(1, token.since, "run.started", data=started)])
-    tx.save_run(run, None, None)
