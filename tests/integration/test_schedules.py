@@ -429,3 +429,22 @@ schedules:
     where: [ { field: title, op: ne, value: "" } ]
     notify: { to: ops@example.com, subject: "claim {id} waits" }
 """
+
+
+def test_a_group_whose_slot_has_its_run_already_fires_one_by_one(site: Site) -> None:
+    """Slots fire in groups, their runs written together; a slot whose run is there already (a
+    stale firing) rolls the group back, and the slots then fire one by one: each slot still gets
+    exactly one run, and the group's other slots theirs."""
+    from procflow.runtime.schedules.firing import fire_due, slot_key
+
+    for name in ("a", "b", "c"):
+        site.deploy(name, MINUTELY.replace("flow: minutely", f"flow: {name}"))
+    taken = from_iso("2027-01-01T00:01:00Z")
+    run_id = site.engine.start_flow("b", {})
+    with site.engine.store.tx() as tx:  # b's 00:01 slot has a run already
+        tx.c.execute("UPDATE runs SET start_key=? WHERE id=?", (slot_key("b", taken), run_id))
+    fired = fire_due(site.engine, taken, 100)
+    assert sorted(row.key for row, _ in fired) == ["a", "b", "c"]
+    started = {row.key: len(f.started) for row, f in fired}
+    assert started == {"a": 1, "b": 0, "c": 1}
+    assert all(site.schedule(n)["next"][0] == "2027-01-01T00:02:00Z" for n in ("a", "b", "c"))

@@ -22,7 +22,7 @@ from procflow.model.schedule import Overlap
 from procflow.runtime import faults
 from procflow.runtime.operations.lifecycle import cancel_run
 from procflow.runtime.runs.host import RunHost
-from procflow.runtime.runs.starts import insert_run_of
+from procflow.runtime.runs.starts import FlowStarts, insert_run_of, new_flow_run
 from procflow.runtime.schedules.arming import arm
 from procflow.runtime.schedules.slots import MAX_SLOTS, Fired, is_late, is_sweep, late_slots
 from procflow.runtime.schedules.sweeps import fire_sweep
@@ -48,6 +48,9 @@ def fire_due(host: RunHost, now: int, limit: int) -> list[tuple[ScheduleRow, Fir
     while len(done) < limit:
         try:
             fired = _fire_group(host, now, min(GROUP, limit - len(done)))
+        except _StartKeyTaken:  # rolled back: the slots go one by one, each by its own key
+            alone = _fire_alone(host, now)
+            fired = [alone] if alone is not None else []
         except ProcflowError as exc:
             if isinstance(exc, StoreError):
                 raise  # the store's trouble (or a conflict to redo), not a schedule's
@@ -69,10 +72,19 @@ def _fire_group(host: RunHost, now: int, size: int) -> list[tuple[ScheduleRow, F
         # The runs each schedule last started, read once for the group (one statement, not one
         # a slot): most have ended by the next slot.
         known = tx.runs_by_id([i for row in rows for i in row.open_runs])
-        out = [(row, fire_slot(host, tx, row, now, known)) for row in rows]
+        starts = FlowStarts()  # the group's runs, written together
+        out = [(row, fire_slot(host, tx, row, now, known, starts)) for row in rows]
+        if not starts.write(tx):
+            raise _StartKeyTaken  # a slot's run is there already: undo the group
+        tx.save_schedules([row for row, _ in out])
         if out:
             faults.point("slot_fired")  # their runs inserted, nothing committed
         return out
+
+
+class _StartKeyTaken(Exception):
+    """A run of a group's slot was started already (by another firing of a stale row): the
+    group is rolled back and its slots fired one by one, each seeing its own key taken."""
 
 
 def _fire_alone(host: RunHost, now: int) -> tuple[ScheduleRow, Fired] | None:
@@ -104,18 +116,21 @@ def _failed(host: RunHost, key: str, now: int, why: str) -> ScheduleRow:
 
 
 def fire_slot(
-    host: RunHost, tx: Tx, row: ScheduleRow, now: int, known: dict[str, RunRow] | None = None
-) -> Fired:
+    host: RunHost, tx: Tx, row: ScheduleRow, now: int, known: dict[str, RunRow] | None = None,
+    starts: FlowStarts | None = None,
+) -> Fired:  # fmt: skip
     """Fire ``row``'s armed slot (locked, due by ``now``) and arm the next one; an intent
     schedule's slot does one batch of its sweep (:mod:`~procflow.runtime.schedules.sweeps`).
-    ``known``: the runs of its ``open_runs`` as already read in this transaction."""
+    ``known``: the runs of its ``open_runs`` as already read in this transaction. ``starts``:
+    where its runs are gathered to be written with a group's, and the row saved with them (None:
+    written now)."""
     if is_sweep(row):
         return fire_sweep(host, tx, row, now)
     assert row.next_slot is not None
     slot, spec, fired = row.next_slot, row.spec, Fired(lag=max(0, now - row.next_slot))
     open_runs = open_runs_of(tx, row, known)
     if row.buffered is not None and not open_runs:
-        _start(host, tx, row, row.buffered, fired, open_runs)
+        _start(host, tx, row, row.buffered, fired, open_runs, starts=starts)
         row.buffered = None
     if is_late(row.due_at, slot, spec, now):
         chosen, missed = late_slots(spec, slot, now)
@@ -125,22 +140,24 @@ def fire_slot(
             catching_up = set(fired.started) - earlier
             start_slot(
                 host, tx, row, late, now, fired, open_runs, Overlap(spec["overlap"]),
-                exempt=catching_up,
+                exempt=catching_up, starts=starts,
             )  # fmt: skip
         arm(row, now)
     else:
-        start_slot(host, tx, row, slot, now, fired, open_runs, Overlap(spec["overlap"]))
+        overlap = Overlap(spec["overlap"])
+        start_slot(host, tx, row, slot, now, fired, open_runs, overlap, starts=starts)
         arm(row, slot)
     _count(row, fired)
     row.error = None
-    tx.save_schedule(row)
+    if starts is None:
+        tx.save_schedule(row)
     return fired
 
 
 def start_slot(
     host: RunHost, tx: Tx, row: ScheduleRow, slot: int, now: int, fired: Fired,
     open_runs: list[RunRow], overlap: Overlap, *, exempt: set[str] | frozenset[str] = frozenset(),
-    keyed: bool = True,
+    keyed: bool = True, starts: FlowStarts | None = None,
 ) -> None:  # fmt: skip
     """Start ``slot``'s run unless the schedule's open runs (``open_runs``, kept up to date
     here; those in ``exempt`` do not count) and ``overlap`` say otherwise. ``keyed``: the run
@@ -161,18 +178,24 @@ def start_slot(
             reason = f"cancelled by its schedule [{row.key}]: the next slot started"
             cancel_run(tx, run, now, reason=reason)
         open_runs[:] = [r for r in open_runs if r not in blocking]
-    _start(host, tx, row, slot, fired, open_runs, keyed)
+    _start(host, tx, row, slot, fired, open_runs, keyed, starts)
 
 
 def _start(
     host: RunHost, tx: Tx, row: ScheduleRow, slot: int, fired: Fired, open_runs: list[RunRow],
-    keyed: bool = True,
+    keyed: bool = True, starts: FlowStarts | None = None,
 ) -> None:  # fmt: skip
     plan = row.plan  # the newest version's, kept by the deploy: firing compiles nothing
-    run = insert_run_of(
-        tx, plan["version_id"], row.flow, plan["first"], plan["inputs"], host.now(),
-        start_key=slot_key(row.key, slot) if keyed else None, schedule=(row.key, slot),
-    )  # fmt: skip
+    key = slot_key(row.key, slot) if keyed else None
+    run: RunRow | None
+    if starts is not None:  # written with its group, which is undone if the key was taken
+        run = new_flow_run(plan["version_id"], row.flow, host.now(), key, (row.key, slot))
+        starts.add(run, plan["first"], plan["inputs"])
+    else:
+        run = insert_run_of(
+            tx, plan["version_id"], row.flow, plan["first"], plan["inputs"], host.now(),
+            start_key=key, schedule=(row.key, slot),
+        )  # fmt: skip
     if run is None:
         return  # this slot has its run already: exactly one per slot
     open_runs.append(run)

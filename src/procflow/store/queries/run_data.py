@@ -52,6 +52,13 @@ class RunDataQueries(Queries):
             else:
                 self.delete_run_scopes(run_id)
 
+    def put_scopes(self, rows: Sequence[tuple[str, str, int, Any]]) -> None:
+        """``(run_id, path, n, data)`` rows of new runs, in one statement."""
+        self.c.executemany(
+            "INSERT INTO scopes(run_id, path, n, data) VALUES (?, ?, ?, ?)",
+            [(run_id, path, n, dumps(data)) for run_id, path, n, data in rows],
+        )
+
     def scopes(self, run_id: str, path: str) -> dict[int, Any]:
         rows = self.c.execute(
             "SELECT n, data FROM scopes WHERE run_id=? AND path=?", (run_id, path)

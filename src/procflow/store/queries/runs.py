@@ -68,6 +68,23 @@ class RunQueries(Queries):
         )  # fmt: skip
         return bool(cur.rowcount == 1)
 
+    def insert_new_runs(self, runs: Sequence[RunRow]) -> set[str]:
+        """Insert ``runs`` (of no record), a few hundred to a statement; the ids that went in
+        (one whose start key was used before does not)."""
+        inserted: set[str] = set()
+        for chunk in chunks(list(runs), 500):
+            rows = self.c.execute(
+                "INSERT INTO runs(id, version_id, name, dialect, status, started_at, start_key, "
+                f"state, seq) VALUES {', '.join(['(?, ?, ?, ?, ?, ?, ?, ?, ?)'] * len(chunk))} "
+                "ON CONFLICT (start_key) DO NOTHING RETURNING id",
+                [v for r in chunk for v in (
+                    r.id, r.version_id, r.name, r.dialect, r.status, r.started_at, r.start_key,
+                    dumps(r.state), r.seq,
+                )],
+            ).fetchall()  # fmt: skip
+            inserted.update(str(row[0]) for row in rows)
+        return inserted
+
     def run_for_update(self, run_id: str) -> RunRow | None:
         """The run, locked until commit (PostgreSQL; SQLite's write lock already serialises)."""
         row = self.c.execute(

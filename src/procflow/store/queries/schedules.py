@@ -16,6 +16,13 @@ _COLS = (
 )
 
 
+_SAVE = (
+    "UPDATE schedules SET spec=?, plan=?, paused=?, note=?, disabled=?, next_slot=?, due_at=?, "
+    "buffered=?, open_runs=?, last_slot=?, last_run=?, started=?, skipped=?, missed=?, "
+    "buffers=?, error=?, sweep=? WHERE key=?"
+)
+
+
 def schedule_row(row: Sequence[Any]) -> ScheduleRow:
     (key, flow, name, spec, plan, paused, note, disabled, next_slot, due_at, buffered, open_runs,
      last_slot, last_run, started, skipped, missed, buffers, error, sweep) = row  # fmt: skip
@@ -40,12 +47,11 @@ class ScheduleQueries(Queries):
 
     def save_schedule(self, s: ScheduleRow) -> None:
         """Write every column of ``s`` but its key, flow and name."""
-        self.c.execute(
-            "UPDATE schedules SET spec=?, plan=?, paused=?, note=?, disabled=?, next_slot=?, "
-            "due_at=?, buffered=?, open_runs=?, last_slot=?, last_run=?, started=?, skipped=?, "
-            "missed=?, buffers=?, error=?, sweep=? WHERE key=?",
-            (*_values(s)[3:], s.key),
-        )
+        self.c.execute(_SAVE, (*_values(s)[3:], s.key))
+
+    def save_schedules(self, rows: Sequence[ScheduleRow]) -> None:
+        """:meth:`save_schedule` of each of ``rows``, in one statement."""
+        self.c.executemany(_SAVE, [(*_values(s)[3:], s.key) for s in rows])
 
     def delete_schedule(self, key: str) -> None:
         self.c.execute("DELETE FROM schedules WHERE key=?", (key,))

@@ -67,6 +67,15 @@ class TokenQueries(Queries):
         t.id = int(row[0])
         return t.id
 
+    def insert_new_tokens(self, tokens: Sequence[TokenRow]) -> None:
+        """Insert tokens whose ids nobody reads (the first tokens of new runs)."""
+        self.c.executemany(
+            "INSERT INTO tokens(run_id, step, path, state, attempt, since, wait, data) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(t.run_id, t.step, t.path, t.state, t.attempt, t.since, none_or_dumps(t.wait),
+              dumps(t.data)) for t in tokens],
+        )  # fmt: skip
+
     def update_tokens(self, tokens: Sequence[TokenRow]) -> None:
         # A token listed twice keeps its last image. Row by row that happens anyway; as one
         # statement over arrays it must be made so: an UPDATE ... FROM joins each target row
