@@ -253,3 +253,26 @@ def nested_value(levels: int, leaf: object = "leaf") -> object:
     for i in reversed(range(levels)):
         value = {"d": value} if i % 2 == 0 else [value]
     return value
+
+
+# --- scheduled flows -----------------------------------------------------------------------------
+
+# Two named schedules of one flow (an hourly and a Berlin evening one), and a lone 15-minute one
+# that skips a slot while its hour-long run is open: what the schedule faces' tests list, show,
+# pause, trigger and backfill.
+NIGHTLY = """\
+flow: nightly
+trigger:
+  - schedule: { name: early, every: 1h }
+  - schedule: { name: late, cron: "0 18 * * *", timezone: Europe/Berlin }
+steps:
+  - hold: { wait: { for: 90m } }
+"""
+
+TICK = """\
+flow: tick
+trigger:
+  schedule: { every: 15m, overlap: skip }
+steps:
+  - hold: { wait: { for: 1h } }
+"""

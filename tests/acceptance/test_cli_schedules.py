@@ -13,25 +13,9 @@ from typing import Any
 
 import pytest
 from cli_inprocess import Outcome, dump, invoke
+from projects import NIGHTLY, TICK
 
 from procflow.runtime.engine import Engine
-
-NIGHTLY = """\
-flow: nightly
-trigger:
-  - schedule: { name: early, every: 1h }
-  - schedule: { name: late, cron: "0 18 * * *", timezone: Europe/Berlin }
-steps:
-  - hold: { wait: { for: 90m } }
-"""
-
-TICK = """\
-flow: tick
-trigger:
-  schedule: { every: 15m, overlap: skip }
-steps:
-  - hold: { wait: { for: 1h } }
-"""
 
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 

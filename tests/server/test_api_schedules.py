@@ -9,23 +9,7 @@ from typing import Any
 
 import pytest
 from api_site import Site
-
-NIGHTLY = """\
-flow: nightly
-trigger:
-  - schedule: { name: early, every: 1h }
-  - schedule: { name: late, cron: "0 18 * * *", timezone: Europe/Berlin }
-steps:
-  - hold: { wait: { for: 90m } }
-"""
-
-TICK = """\
-flow: tick
-trigger:
-  schedule: { every: 15m, overlap: skip }
-steps:
-  - hold: { wait: { for: 1h } }
-"""
+from projects import NIGHTLY, TICK
 
 
 @pytest.fixture

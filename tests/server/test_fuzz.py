@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from fuzz_project import INTENT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from serving import ADMIN_TOKEN, OPS_TOKEN, PLAIN_TOKEN, TOKENS, MakeClient
@@ -36,23 +37,6 @@ from procflow.server.routing import MAX_BODY
 EXAMPLES = int(os.environ.get("PROCFLOW_FUZZ_EXAMPLES", "300"))
 MIN_PER_OPERATION = 5
 
-INTENT = """\
-name: shop
-entities:
-  - name: Order
-    fields:
-      - { name: id, type: integer, primaryKey: true, generated: true }
-      - { name: title, type: string, required: true, length: 200 }
-      - { name: total, type: integer }
-processes:
-  - name: Approve
-    trigger: { onCreate: Order }
-    steps:
-      - { name: check, kind: userTask, args: { assignee: ops } }
-  - name: Manual
-    steps:
-      - { name: look, kind: userTask, args: { assignee: bob } }
-"""
 FLOW = """\
 flow: greet
 inputs:

@@ -39,6 +39,7 @@ from typing import Any
 
 import pytest
 import schemathesis
+from fuzz_project import INTENT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
@@ -60,23 +61,6 @@ from procflow.server.state import ServerState
 
 EXAMPLES = 10  # per generation mode (valid, invalid, valid with known path values) and operation
 
-INTENT = """\
-name: shop
-entities:
-  - name: Order
-    fields:
-      - { name: id, type: integer, primaryKey: true, generated: true }
-      - { name: title, type: string, required: true, length: 200 }
-      - { name: total, type: integer }
-processes:
-  - name: Approve
-    trigger: { onCreate: Order }
-    steps:
-      - { name: check, kind: userTask, args: { assignee: ops } }
-  - name: Manual
-    steps:
-      - { name: look, kind: userTask, args: { assignee: bob } }
-"""
 FLOW = """\
 flow: greet
 inputs:
