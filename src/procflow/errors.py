@@ -30,6 +30,7 @@ request is unusable (every ``UsageError``).
         ForbiddenError        the caller may not do this (another's task, HTTP 403): user, task_id
       NotPermittedError     the caller's roles do not allow this (HTTP 403, exit 1): user, roles
       StepFailure           a step attempt failed
+      CallRefused           a call step's flow cannot start a run now
       NonRetryableError     skip the remaining retry attempts
       ContractError         a delegate broke its step's contract: run_id, step, var
       CodeLoadError         the project's code cannot be imported
@@ -367,6 +368,11 @@ class TaskNotOpenError(TaskError, StateConflictError):
 
 class StepFailure(ProcflowError):
     """A step attempt failed (raised by the runtime, caught and routed by it)."""
+
+
+class CallRefused(ProcflowError):
+    """A call step's flow cannot start a run now (not deployed, not a flow, disabled): the step
+    fails with ``error.type: call``."""
 
 
 class NonRetryableError(ProcflowError):

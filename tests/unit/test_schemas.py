@@ -565,6 +565,7 @@ CONSTRUCT_BODIES = {
     "group": "{ steps: " + INNER + " }",
     "set": "{ set: { v: 1 } }",
     "fail": "{ fail: stop }",
+    "call": "{ call: other }",
 }
 EXTRA_VALUES = {
     "retry": "{ count: 1, every: 1s }",
@@ -577,6 +578,8 @@ EXTRA_VALUES = {
     "if": "'{{ true }}'",
     "optional": "true",
     "description": "d",
+    "inputs": "{ a: 1 }",
+    "detach": "true",
 }
 
 

@@ -12,6 +12,7 @@ Its rooms, lowest first; a module imports only from its own room and those befor
 - ``notify``: the ``notify`` action (a process step's and an intent schedule's), part of the IR;
 - ``schedule``: scheduled starts (a flow's schedules) and intent schedules (sweeps), part of the
   IR;
+- ``connector_ir``: the IR of connector manifests (actions, events, config);
 - ``ir``: the intermediate representation both dialects compile into;
 - ``connectors/``: connector manifests and where they are found;
 - ``intent/``: the intent dialect's compiler;

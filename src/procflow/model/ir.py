@@ -15,6 +15,13 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 from procflow.model.access import Permission as Permission
 from procflow.model.access import RecordAction as RecordAction
 from procflow.model.access import grants_index
+from procflow.model.connector_ir import ActionSpec as ActionSpec
+from procflow.model.connector_ir import ConfigItem as ConfigItem
+from procflow.model.connector_ir import ConnectorManifest as ConnectorManifest
+from procflow.model.connector_ir import EventSpec as EventSpec
+from procflow.model.connector_ir import Schema as Schema
+from procflow.model.connector_ir import SchemaField as SchemaField
+from procflow.model.connector_ir import SchemaType as SchemaType
 from procflow.model.notify import Notify as Notify
 from procflow.model.notify import Recipient as Recipient
 from procflow.model.schedule import IntentSchedule, Schedule
@@ -380,62 +387,6 @@ class Application:
         return self._grants.get((entity, action), frozenset())
 
 
-# --- connectors --------------------------------------------------------------------------------
-
-SchemaType = Literal[
-    "string", "integer", "number", "boolean", "object", "array", "timestamp", "any"
-]
-
-
-@dataclass(frozen=True, slots=True)
-class SchemaField:
-    name: str
-    type: SchemaType
-    required: bool = False
-    description: str | None = None
-
-
-Schema = Mapping[str, SchemaField]
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigItem:
-    name: str
-    env: str | None = None
-    default: Any = None
-    secret: bool = False
-    required: bool = False
-    description: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ActionSpec:
-    name: str
-    args: Schema
-    result: Schema | None = None  # None: the result's fields are not declared (not checked)
-    description: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class EventSpec:
-    name: str
-    payload: Schema
-    correlate_on: tuple[str, ...] = ()
-    description: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectorManifest:
-    name: str
-    source: Literal["project", "entrypoint", "builtin"]
-    config: Mapping[str, ConfigItem] = field(default_factory=dict)
-    actions: Mapping[str, ActionSpec] = field(default_factory=dict)
-    events: Mapping[str, EventSpec] = field(default_factory=dict)
-    description: str | None = None
-    directory: str | None = None  # project connectors: the folder with manifest.yaml + package
-    module: str | None = None  # importable module implementing the actions
-
-
 # --- flow ------------------------------------------------------------------------------------
 
 InputType = Literal["string", "integer", "number", "boolean", "object", "array", "timestamp"]
@@ -464,8 +415,8 @@ class FlowTrigger:
 class Modifiers:
     if_: Template | None = None
     optional: bool = False
-    retry: RetryPolicy | None = None  # action steps only
-    timeout: timedelta | None = None  # action steps only: per attempt
+    retry: RetryPolicy | None = None  # action and call steps only
+    timeout: timedelta | None = None  # action steps: per attempt; call steps: the whole wait
     recover: tuple[FlowStep, ...] | None = None  # group, for_each, repeat only
     description: str | None = None
 
@@ -547,8 +498,41 @@ class FailStep:
     mods: Modifiers = Modifiers()
 
 
+@dataclass(frozen=True, slots=True)
+class CallInput:
+    """One input a call step hands its child, where it is written; ``literal`` is its plain
+    value when it is one (a single ``{{ }}`` is only known at run time: ``checkable`` False)."""
+
+    key_pos: Pos
+    value_pos: Pos
+    literal: Any = None
+    checkable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CallStep:
+    """``call: FLOW`` with ``inputs``: a run of another flow, waited for unless ``detach``."""
+
+    id: str
+    flow: str
+    inputs: Mapping[str, ValueTree]
+    pos: Pos
+    flow_pos: Pos
+    written: Mapping[str, CallInput] = field(default_factory=dict)
+    detach: bool = False
+    mods: Modifiers = Modifiers()
+
+
 FlowStep = (
-    ActionStep | WaitStep | WaitForStep | RepeatStep | ForEachStep | GroupStep | SetStep | FailStep
+    ActionStep
+    | WaitStep
+    | WaitForStep
+    | RepeatStep
+    | ForEachStep
+    | GroupStep
+    | SetStep
+    | FailStep
+    | CallStep
 )
 
 

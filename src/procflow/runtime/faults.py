@@ -4,7 +4,10 @@
 Points: ``after_claim`` (leases taken, nothing run), ``before_delegate``, ``after_delegate`` (the
 side effect happened, nothing committed), ``before_commit``, ``after_commit``, ``slot_fired`` (a
 schedule's slot started its run and armed the next, not yet committed), ``after_sweep_action``
-(an intent schedule acted on one record of a batch not committed yet).
+(an intent schedule acted on one record of a batch not committed yet), ``child_started`` (a
+call step's child run written with its parent parked on it, not committed), ``child_ended`` (a
+child's final transition about to resume its parent, not committed), ``parent_woken`` (the
+parent's token handed the child's outcome, not committed).
 
 ``PROCFLOW_FAULTS="after_delegate=2,before_commit=1"`` makes the process kill itself with
 SIGKILL the 2nd time it reaches ``after_delegate``. Nothing is flushed or cleaned up: exactly
@@ -20,7 +23,7 @@ from procflow.config import raw
 
 POINTS = (
     "after_claim", "before_delegate", "after_delegate", "before_commit", "after_commit",
-    "slot_fired", "after_sweep_action",
+    "slot_fired", "after_sweep_action", "child_started", "child_ended", "parent_woken",
 )  # fmt: skip
 
 _plan: dict[str, int] = {}

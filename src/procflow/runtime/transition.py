@@ -6,10 +6,31 @@ transition atomically, in one database transaction (group commit). Nothing here 
 
 from __future__ import annotations
 
+import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from procflow.store.rows import HistoryRow, RunRow, TokenRow
+
+
+def new_run_id() -> str:
+    """Time-ordered, unique across machines: 12 hex digits of milliseconds + 20 random."""
+    return f"{time.time_ns() // 1_000_000:012x}{uuid.uuid4().hex[:20]}"
+
+
+@dataclass(slots=True)
+class ChildStart:
+    """A run of another flow that a call step starts, in the commit of its transition."""
+
+    run_id: str
+    version_id: int
+    flow: str
+    first: str  # the called flow's first step
+    inputs: dict[str, Any]
+    token: TokenRow  # the parent's token at the call step
+    depth: int  # 1 for a top-level run's child
+    detach: bool
 
 
 @dataclass(slots=True)
@@ -51,6 +72,8 @@ class Transition:
     # New event waits with a lookback window: (token, type, keys, accepted since); resolved in
     # the commit, where an earlier matching event still undelivered to the run satisfies them.
     lookbacks: list[tuple[TokenRow, str, str, int]] = field(default_factory=list)
+    calls: list[ChildStart] = field(default_factory=list)  # child runs to start
+    cancels: list[str] = field(default_factory=list)  # child runs to cancel (a call timed out)
 
     def add(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from procflow.store.backend import Backend
+from procflow.store.queries.calls import CallQueries
 from procflow.store.queries.definitions import DefinitionQueries
 from procflow.store.queries.events import EventQueries
 from procflow.store.queries.history import HistoryQueries
@@ -34,6 +35,7 @@ class Tx(
     WaitQueries,
     TimerQueries,
     ScheduleQueries,
+    CallQueries,
     HistoryQueries,
     EventQueries,
     TaskQueries,

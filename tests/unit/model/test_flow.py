@@ -258,7 +258,7 @@ SHAPE_CASES = [
         "no construct",
         HEAD + "  - a: { description: x }\n",
         F + "5:8: error: step [a]: has no construct; a step holds exactly one of "
-        "<connector>.<action>, wait, wait_for, repeat, for_each, steps (a group), set or fail",
+        "<connector>.<action>, wait, wait_for, repeat, for_each, steps (a group), set, fail or call",
     ),
     case(
         "misspelt construct",
@@ -557,7 +557,7 @@ MODIFIER_CASES = [
         "retry on a wait",
         HEAD + "  - w: { wait: { for: 1h }, retry: { count: 1, every: 1s } }\n",
         F + "5:29: error: step [w]: [retry] is not allowed on a wait step; retry applies to "
-        "action steps only",
+        "action and call steps only",
     ),
     case(
         "recover on an action",
@@ -569,7 +569,7 @@ MODIFIER_CASES = [
         "timeout on a group",
         HEAD + f"  - g:\n      timeout: 1h\n      steps:\n        - c: {LOG}\n",
         F + "6:7: error: step [g]: [timeout] is not allowed on a group; timeout applies to "
-        "action steps only",
+        "action and call steps only",
     ),
     case(
         "steps on an action",

@@ -24,7 +24,7 @@ from procflow.model.reading.reader import IDENT, Reader
 from procflow.model.reading.yamlsrc import YMap, YNode, YScalar, YSeq, kind_name
 from procflow.model.source import Pos, suggest
 
-CONSTRUCTS = ("wait", "wait_for", "repeat", "for_each", "set", "fail")
+CONSTRUCTS = ("wait", "wait_for", "repeat", "for_each", "set", "fail", "call")
 COMMON_MODIFIERS = ("if", "optional", "description")
 # keys each construct accepts besides its own key and the common modifiers
 CONSTRUCT_KEYS: dict[str, tuple[str, ...]] = {
@@ -36,6 +36,7 @@ CONSTRUCT_KEYS: dict[str, tuple[str, ...]] = {
     "group": ("steps", "recover"),
     "set": (),
     "fail": (),
+    "call": ("inputs", "detach", "retry", "timeout"),
 }
 CONSTRUCT_NAMES = {
     "action": "an action step",
@@ -46,19 +47,24 @@ CONSTRUCT_NAMES = {
     "group": "a group",
     "set": "a set step",
     "fail": "a fail step",
+    "call": "a call step",
 }
 # where a misplaced key belongs, for "not allowed on <construct>" messages
 KEY_HOMES = {
-    "retry": "retry applies to action steps only",
-    "timeout": "timeout applies to action steps only (wait_for has its own required timeout)",
+    "retry": "retry applies to action and call steps only",
+    "timeout": (
+        "timeout applies to action and call steps only (wait_for has its own required timeout)"
+    ),
     "recover": "recover applies to group, for_each and repeat steps only",
     "steps": "only a group, for_each or repeat holds steps",
     "match": "match belongs to wait_for",
     "lookback": "lookback belongs to wait_for",
     "as": "as belongs to for_each",
+    "inputs": "inputs belong to call (the inputs of the flow it starts)",
+    "detach": "detach belongs to call",
 }
 ALL_CONSTRUCTS_TEXT = (
-    "<connector>.<action>, wait, wait_for, repeat, for_each, steps (a group), set or fail"
+    "<connector>.<action>, wait, wait_for, repeat, for_each, steps (a group), set, fail or call"
 )
 RETRY_KEYS = ("count", "every")
 REPEAT_KEYS = ("every", "max", "until")
@@ -273,9 +279,10 @@ class StepCore:
 
     def modifiers(self, b: Body, recover: tuple[FlowStep, ...] | None = None) -> Modifiers:
         body = b.body
-        retry = self.retry(body.get("retry"), b.ctx) if b.construct == "action" else None
+        retried = b.construct in ("action", "call")
+        retry = self.retry(body.get("retry"), b.ctx) if retried else None
         timeout = None
-        if b.construct == "action" and "timeout" in body.entries:
+        if retried and "timeout" in body.entries:
             timeout = self.duration(body.get("timeout"), b.ctx, "timeout")
         optional = self.r.boolean(body.get("optional"), b.ctx, "optional")
         return Modifiers(

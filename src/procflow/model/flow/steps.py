@@ -1,7 +1,8 @@
 """Flow steps: the action, for_each, group, set and fail constructs; the full compiler.
 
 Private to :mod:`procflow.model.flow.compiler`. :class:`StepCompiler` is the step compiler the flow
-compiler uses: the core (``flow_core``) plus the seed's constructs (``flow_waits``) plus these.
+compiler uses: the core (``flow_core``) plus the seed's constructs (``flow_waits``), ``call``
+(``calls``) and these.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 from procflow.errors import ExprSyntaxError
 from procflow.expr import ANY, ObjectShape, Shape, parse_template
 from procflow.expr.hints import close_match
+from procflow.model.flow.calls import CallConstructs
 from procflow.model.flow.core import Body, closed, iterations
 from procflow.model.flow.exprs import shape_of_type
 from procflow.model.flow.ids import RESERVED
@@ -31,7 +33,7 @@ from procflow.model.source import did_you_mean, listing, suggest
 from procflow.model.values import literal_mismatch
 
 
-class StepCompiler(SeedConstructs):
+class StepCompiler(CallConstructs, SeedConstructs):
     """Compiles step lists; ``used`` collects the manifests of the connectors called."""
 
     def c_action(self, b: Body) -> tuple[FlowStep | None, Shape]:

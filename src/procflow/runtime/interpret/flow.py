@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from procflow.errors import DurationError, ExprError
+from procflow.errors import CallRefused, DurationError, ExprError
 from procflow.expr import (
     EvalContext,
     Template,
@@ -27,11 +27,11 @@ from procflow.expr import (
     parse_timestamp,
     render,
     render_value,
-    root_paths,
     to_source,
 )
 from procflow.model.ir import (
     ActionStep,
+    CallStep,
     FailStep,
     Flow,
     FlowStep,
@@ -45,6 +45,8 @@ from procflow.model.ir import (
 from procflow.runtime.clock import from_datetime, iso, micros, to_datetime
 from procflow.runtime.data.events import correlation_keys
 from procflow.runtime.interpret.flow_action import ActionAttempt, attempt_action
+from procflow.runtime.interpret.flow_call import CallTarget, Resolver, take_call
+from procflow.runtime.interpret.flow_call import Stop as _Stop
 from procflow.runtime.interpret.flow_state import (
     ITEMS,
     FlowIndex,
@@ -54,6 +56,7 @@ from procflow.runtime.interpret.flow_state import (
     run_names,
     scope_of,
     to_json,
+    watched_values,
 )
 from procflow.runtime.transition import Transition
 from procflow.states import RunStatus, TokenState
@@ -83,10 +86,7 @@ class FlowCtx:
     known: dict[str, dict[int, Any]] = field(default_factory=dict, repr=False)
     saved: tuple[Any, ...] = field(default=(), repr=False)
     lease_until: int = 0
-
-
-class _Stop(Exception):
-    """The token parked (waiting, ready for its next action, failed) or the run ended."""
+    resolve_call: Resolver | None = field(default=None, repr=False)  # a call step's flow
 
 
 def advance_flow(fc: FlowCtx, token: TokenRow, now: int) -> Transition:
@@ -115,6 +115,15 @@ class Machine:
         moment = to_datetime(tr.now)
         self.eval_ctx = EvalContext(now=lambda: moment)
         self.acted = False
+
+    @property
+    def current_run(self) -> RunRow:
+        return self.fc.run
+
+    def resolve_call(self, name: str) -> CallTarget:
+        if self.fc.resolve_call is None:
+            raise CallRefused(f"this worker cannot start runs of [{name}]")
+        return self.fc.resolve_call(name)
 
     @property
     def frames(self) -> list[Frame]:
@@ -203,6 +212,8 @@ class Machine:
             self.enter(step)
         elif isinstance(step, WaitForStep):
             self.wait_for(step, frame)
+        elif isinstance(step, CallStep):
+            take_call(self, step, frame)
         else:
             raise AssertionError(f"step [{step.id}]: unknown construct")
 
@@ -262,7 +273,7 @@ class Machine:
         else:
             self.failed_attempt(step, outcome)
 
-    def failed_attempt(self, step: ActionStep, outcome: ActionAttempt) -> None:
+    def failed_attempt(self, step: ActionStep | CallStep, outcome: ActionAttempt) -> None:
         """Retry the attempt that failed with ``outcome``, or fail the step."""
         token = self.token
         assert outcome.error is not None
@@ -492,19 +503,7 @@ class Machine:
     def until_values(self, step: RepeatStep) -> str:
         """`` (check.status = 'pending')``: the values `until` looked at, for the message."""
         expr = step.until.single
-        if expr is None:
-            return ""
-        env = self.env()
-        shown = []
-        for ref in root_paths(expr):
-            if ref.root not in env or ref.root == "run":
-                continue
-            value, name = env[ref.root], ref.root
-            for seg in ref.segments:
-                name += f"[{seg}]" if isinstance(seg, int) else f".{seg}"
-                value = _step_into(value, seg)
-            shown.append(f"{name} = {_show(value)}")
-        return f" ({', '.join(dict.fromkeys(shown))})" if shown else ""
+        return "" if expr is None else watched_values(expr, self.env())
 
     def complete_run(self) -> None:
         run, tr = self.fc.run, self.tr
@@ -566,28 +565,7 @@ class Machine:
         raise _Stop
 
 
-def _step_into(value: Any, seg: str | int) -> Any:
-    if isinstance(value, dict) and isinstance(seg, str):
-        return value.get(seg)
-    if isinstance(value, list) and isinstance(seg, int) and -len(value) <= seg < len(value):
-        return value[seg]
-    return None
-
-
 def _kind(value: Any) -> str:
     from procflow.expr import kind_of
 
     return "null" if value is None else kind_of(value)
-
-
-def _show(value: Any) -> str:
-    from procflow.expr import render_text
-
-    if value is None:
-        return "null"
-    if isinstance(value, str):
-        return repr(value)
-    try:
-        return str(render_text(value))
-    except ExprError:
-        return _kind(value)

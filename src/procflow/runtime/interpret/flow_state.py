@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from procflow.expr import format_duration, format_timestamp
+from procflow.errors import ExprError
+from procflow.expr import Expr, format_duration, format_timestamp, kind_of, render_text, root_paths
 from procflow.model.ir import (
     Flow,
     FlowStep,
@@ -204,3 +205,36 @@ def to_json(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [to_json(v) for v in value]
     return value
+
+
+def watched_values(expr: Expr, env: Mapping[str, Any]) -> str:
+    """`` (check.status = 'pending')``: the values ``expr`` looks at, for a message."""
+    shown = []
+    for ref in root_paths(expr):
+        if ref.root not in env or ref.root == "run":
+            continue
+        value, name = env[ref.root], ref.root
+        for seg in ref.segments:
+            name += f"[{seg}]" if isinstance(seg, int) else f".{seg}"
+            value = _step_into(value, seg)
+        shown.append(f"{name} = {_show(value)}")
+    return f" ({', '.join(dict.fromkeys(shown))})" if shown else ""
+
+
+def _step_into(value: Any, seg: str | int) -> Any:
+    if isinstance(value, dict) and isinstance(seg, str):
+        return value.get(seg)
+    if isinstance(value, list) and isinstance(seg, int) and -len(value) <= seg < len(value):
+        return value[seg]
+    return None
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return repr(value)
+    try:
+        return str(render_text(value))
+    except ExprError:
+        return kind_of(value)

@@ -18,6 +18,7 @@ from procflow.runtime.data.records import record_json
 from procflow.runtime.interpret.intent import eval_context
 from procflow.runtime.runs.host import RunHost
 from procflow.runtime.runs.starts import insert_intent_run, record_start_key
+from procflow.runtime.waits.calls import wake_parents
 from procflow.runtime.waits.record_waits import on_record_event
 from procflow.runtime.waits.tasks import withdraw_tasks
 from procflow.states import ENDED, RunStatus, TokenState
@@ -69,9 +70,21 @@ def on_record_write(
 
 
 def cancel_run(tx: Tx, run: RunRow, now: int, reason: str, by: str | None = None) -> None:
-    """End ``run`` as cancelled: tasks withdrawn, tokens, timers, waits, scopes and vars gone.
-    ``by``: the user who asked for it, recorded on ``run.cancelled`` when named."""
+    """End ``run`` as cancelled: tasks withdrawn, tokens, timers, waits, scopes and vars gone;
+    the children its calls wait for are cancelled with it (not the detached ones), and a parent
+    waiting for it learns that its call failed. ``by``: the user who asked for it, recorded on
+    ``run.cancelled`` when named."""
     run = tx.run_for_update(run.id) or run  # a committing worker may have moved it on
+    _end_as_cancelled(tx, run, now, reason, by)
+    for child_id in tx.waiting_children(run.id):
+        child = tx.run_for_update(child_id)
+        if child is not None and child.status not in ENDED:
+            cancel_run(tx, child, now, f"its parent run {run.id} was cancelled", by)
+    if run.state.get("parent"):
+        wake_parents(tx, [run], now)
+
+
+def _end_as_cancelled(tx: Tx, run: RunRow, now: int, reason: str, by: str | None) -> None:
     names = tx.clear_vars(run.id)
     tx.delete_run_scopes(run.id)
     tx.delete_run_waits(run.id)

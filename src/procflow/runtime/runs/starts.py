@@ -8,23 +8,17 @@ A ``start_key`` makes the start happen at most once (per record, per event).
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from procflow.model.ir import Flow, Process
 from procflow.runtime.interpret.flow_state import INPUTS, initial_state
+from procflow.runtime.transition import new_run_id
 from procflow.states import RunStatus, TokenState
 from procflow.store.rows import HistoryRow, RunRow, TokenRow
 from procflow.store.store import Tx
 
 __all__ = ["insert_flow_run", "insert_intent_run", "new_run_id", "record_start_key"]
-
-
-def new_run_id() -> str:
-    """Time-ordered, unique across machines: 12 hex digits of milliseconds + 20 random."""
-    return f"{time.time_ns() // 1_000_000:012x}{uuid.uuid4().hex[:20]}"
 
 
 def record_start_key(process: str, entity: str, id_: int) -> str:
@@ -84,14 +78,14 @@ def insert_flow_run(
 
 def new_flow_run(
     version_id: int, name: str, now: int, start_key: str | None,
-    schedule: tuple[str, int] | None,
+    schedule: tuple[str, int] | None, run_id: str | None = None,
 ) -> RunRow:  # fmt: skip
     """The row of a new flow run (``seq`` 1: its ``run.started`` comes with it)."""
     state = initial_state()
     if schedule is not None:
         state["schedule"] = {"name": schedule[0], "slot": schedule[1]}
     return RunRow(
-        id=new_run_id(), version_id=version_id, name=name, dialect="flow",
+        id=run_id or new_run_id(), version_id=version_id, name=name, dialect="flow",
         status=RunStatus.RUNNING, started_at=now, start_key=start_key, state=state, seq=1,
     )  # fmt: skip
 
@@ -108,12 +102,16 @@ class FlowStarts:
         self.tokens: list[TokenRow] = []
         self.history: list[tuple[str, HistoryRow]] = []
 
-    def add(self, run: RunRow, first: str, inputs: Mapping[str, Any]) -> None:
+    def add(
+        self, run: RunRow, first: str, inputs: Mapping[str, Any],
+        started: dict[str, Any] | None = None,
+    ) -> None:  # fmt: skip
+        """``started``: what ``run.started`` says of how (a parent run and its call step)."""
         now = run.started_at
         self.runs.append(run)
         self.scopes.append((run.id, *INPUTS, dict(inputs)))
         self.tokens.append(TokenRow(None, run.id, first, first, TokenState.READY, 1, now, None, {}))
-        self.history.append((run.id, HistoryRow(1, now, "run.started")))
+        self.history.append((run.id, HistoryRow(1, now, "run.started", data=started)))
 
     def write(self, tx: Tx) -> bool:
         if not self.runs:

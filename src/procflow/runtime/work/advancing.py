@@ -15,9 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from procflow.errors import CallRefused
 from procflow.model.ir import Application
 from procflow.runtime.interpret.deadlines import AttemptClock, watching
 from procflow.runtime.interpret.flow import FlowCtx, advance_flow
+from procflow.runtime.interpret.flow_call import CallTarget
 from procflow.runtime.interpret.intent import RunCtx, advance
 from procflow.runtime.runs.host import RunHost
 from procflow.runtime.transition import Transition
@@ -113,6 +115,7 @@ class Advancer:
                 project_dir=compiled.project_dir, environ=self.host.environ,
                 load_scopes=lambda path: self.reader().scopes(run.id, path),
                 load_row=lambda path, n: self.reader().scope_row(run.id, path, n),
+                resolve_call=self.call_target,
             )  # fmt: skip
         compiled, process = catalog.process(run.version_id, run.name)
         app = compiled.definition
@@ -127,6 +130,19 @@ class Advancer:
             record=record, load_vars=lambda: self._load_vars(run.id),
             load_related=self._load_related, environ=self.host.environ,
         )  # fmt: skip
+
+    def call_target(self, name: str) -> CallTarget:
+        """The newest enabled version of flow ``name``, for a call step starting now."""
+        reader = self.reader()
+        found = reader.latest_version_enabled(name)
+        if found is None:
+            raise CallRefused(f"no flow [{name}] is deployed")
+        version, enabled = found
+        if version.dialect != "flow":
+            raise CallRefused(f"[{name}] is an intent process; call starts flows")
+        if not enabled:
+            raise CallRefused(f"flow [{name}] is disabled; enable it to start runs")
+        return CallTarget(version.id, self.host.catalog.flow(version.id, reader)[1])
 
     def _load_related(self, entity: str, id_: int) -> dict[str, Any] | None:
         row = self.reader().record(entity, id_)

@@ -18,14 +18,16 @@ from procflow.runtime.clock import system_now
 from procflow.runtime.data.secrets import VarCipher
 from procflow.runtime.interpret.flow import FlowCtx
 from procflow.runtime.interpret.intent import RunCtx
-from procflow.runtime.operations.lifecycle import on_record_write
+from procflow.runtime.operations.lifecycle import cancel_run, on_record_write
+from procflow.runtime.runs.children import start_children
 from procflow.runtime.runs.host import RunHost
 from procflow.runtime.schedules.firing import release_buffered
-from procflow.runtime.transition import Transition
+from procflow.runtime.transition import ChildStart, Transition
+from procflow.runtime.waits.calls import wake_parents
 from procflow.runtime.waits.delivery import resolve_lookbacks
 from procflow.runtime.work.incidents import IncidentCtx
 from procflow.runtime.work.lease import Lease
-from procflow.states import ENDED, RunStatus
+from procflow.states import ENDED, FINISHED, RunStatus
 from procflow.store.rows import RunRow, TokenRow
 from procflow.store.store import RunImage, Tx, run_image
 
@@ -69,6 +71,8 @@ class Committer:
                 self._apply(tx, rc, tr, now, rows)
             rows.write(tx)
             tx.append_history_many([(rc.run.id, h) for rc, tr in done for h in tr.history])
+            if rows.calls or rows.cancels:
+                self._calls(tx, rows, now)
             # Record writes go last, and their lifecycle effects (abortOn, record waits,
             # triggers) after all of them: those effects may reach runs of this very batch, so
             # they must find every run's rows already written — the batch behaves as if each
@@ -81,6 +85,11 @@ class Committer:
             ended = [rc.run for rc, _ in done if rc.run.status in ENDED]
             if any(run.state.get("schedule") for run in ended):
                 release_buffered(self.host, tx, ended)
+            # A child that ended or failed resumes the parent waiting on it.
+            children = [rc.run for rc, _ in done if rc.run.status in FINISHED]
+            if any(run.state.get("parent") for run in children):
+                faults.point("child_ended")
+                wake_parents(tx, children, now)
         self._remember_saved(batch, images, accepted, wall)
         faults.point("after_commit")
         return accepted
@@ -160,6 +169,16 @@ class Committer:
         for msg in tr.outbox:
             tx.add_outbox(msg.channel, msg.recipient, msg.subject, msg.body, run_id, msg.step, now)
 
+    def _calls(self, tx: Tx, rows: _Rows, now: int) -> None:
+        """Start the children the batch's call steps started (their parents' tokens parked on
+        them in this commit), then cancel those whose calls timed out."""
+        start_children(tx, rows.calls, now)
+        faults.point("child_started")
+        for child_id in rows.cancels:
+            child = tx.run_for_update(child_id)
+            if child is not None and child.status not in ENDED:
+                cancel_run(tx, child, now, "its parent's call timed out")
+
     def _write_record(
         self, tx: Tx, tr: Transition, now: int
     ) -> tuple[Application, str, dict[str, Any], dict[str, Any]] | None:
@@ -189,6 +208,8 @@ class _Rows:
     timers: list[tuple[str, int, str, int]] = field(default_factory=list)
     waits: list[tuple[int, str, str, str, str, int]] = field(default_factory=list)
     scope_sweeps: list[str] = field(default_factory=list)  # runs whose loop rows all go
+    calls: list[tuple[RunRow, ChildStart]] = field(default_factory=list)  # children to start
+    cancels: list[str] = field(default_factory=list)  # children whose calls timed out
 
     def add(self, run_id: str, tr: Transition, now: int) -> None:
         # Called once per transition of every batch: the usual transition moves one token and
@@ -206,6 +227,10 @@ class _Rows:
             self.waits.extend(
                 (t.id, run_id, kind, type_, keys, now) for t, kind, type_, keys in tr.waits if t.id
             )
+        if tr.calls:
+            self.calls.extend((tr.run, child) for child in tr.calls)
+        if tr.cancels:
+            self.cancels.extend(tr.cancels)
 
     def write(self, tx: Tx) -> None:
         tx.update_tokens(self.token_updates)

@@ -28,7 +28,13 @@ RUN_TABLES = (
 
 # ``started_at < ?`` is implied (a run ends after it starts) and is what lets the (status,
 # started_at) index bound the scan: only runs started before the cut-off are looked at.
-_ENDED_BEFORE = f"FROM runs WHERE status IN ({ENDED_SQL}) AND started_at < ? AND ended_at < ?"
+# A child run stays while its parent is stored (its parent's view lists it); once the parent is
+# purged, the next batch may take the child.
+_ENDED_BEFORE = (
+    f"FROM runs WHERE status IN ({ENDED_SQL}) AND started_at < ? AND ended_at < ? "
+    "AND NOT EXISTS (SELECT 1 FROM calls c JOIN runs p ON p.id=c.parent_id "
+    "WHERE c.child_id=runs.id)"
+)
 
 
 class PurgeQueries(Queries):
@@ -63,7 +69,19 @@ class PurgeQueries(Queries):
             table: int(self.c.execute(f"DELETE FROM {table} WHERE {where}", ids).rowcount)
             for table in RUN_TABLES
         }
+        deleted["calls"] = self.delete_calls_of(ids)
         deleted["runs"] = int(
             self.c.execute(f"DELETE FROM runs WHERE id IN ({marks(len(ids))})", ids).rowcount
         )
         return deleted
+
+    def delete_calls_of(self, run_ids: Sequence[str]) -> int:
+        """The links of runs deleted: as parent and as child."""
+        if not run_ids:
+            return 0
+        ids = list(run_ids)
+        where = marks(len(ids))
+        cursor = self.c.execute(
+            f"DELETE FROM calls WHERE child_id IN ({where}) OR parent_id IN ({where})", ids + ids
+        )
+        return int(cursor.rowcount)
