@@ -165,7 +165,7 @@ def _returned(m: CallingMachine, step: CallStep, child_id: str, child: Any) -> N
     if child is None:  # the timeout took the wait: the child is cancelled with this commit
         m.tr.cancels.append(child_id)
         timeout = step.mods.timeout or timedelta(0)
-        message = f"run {child_id} of {step.flow} {TIMED_OUT} {_span(timeout)}"
+        message = f"run {child_id} of {step.flow} did not end within {_span(timeout)}"
         m.failed_attempt(step, ActionAttempt(error=message, kind="timeout"))
         return
     if child.get("status") == RunStatus.COMPLETED:
