@@ -44,6 +44,10 @@ class Backend(Protocol):
     """A SQL expression of one parameter, the key, that takes ``advisory_lock(key, wide=True)``
     inside the statement it is part of (so the lock costs no round trip of its own); empty
     where that lock is a no-op."""
+    arrays: bool
+    """Whether a statement may take a list as one array parameter (``= ANY(?)``, ``unnest``):
+    its text then stays the same whatever the list's length. Else the list is spelled out,
+    ``IN (?, ?, ...)``."""
     writes_in_with: bool
     """Whether a ``WITH`` clause may hold ``INSERT``, ``UPDATE`` and ``DELETE`` (PostgreSQL's
     data-modifying CTEs): several writes, or a write and a read after it, then go to the
