@@ -3,9 +3,9 @@
 The queries (``procflow.store.queries``) are written once, with ``?`` placeholders, and hold no
 dialect test: where PostgreSQL and SQLite need different SQL, they ask the backend, which is
 either a SQL fragment (``for_update``, ``skip_locked``, ``key_lock``), an operation (``batch``,
-``advisory_lock``, ``notify``) or what the SQL may do (``writes_in_with``). The backend also
-owns the connection, the schema scripts, how a transaction ends, how a conflict is recognised
-and how an idle worker waits for a wake-up.
+``advisory_lock``, ``notify``) or what the SQL may do (``arrays``, ``writes_in_with``). The
+backend also owns the connection, the schema scripts, how a transaction ends, how a conflict is
+recognised and how an idle worker waits for a wake-up.
 """
 
 from __future__ import annotations
