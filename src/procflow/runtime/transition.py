@@ -6,6 +6,7 @@ transition atomically, in one database transaction (group commit). Nothing here 
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -17,6 +18,9 @@ from procflow.store.rows import HistoryRow, RunRow, TokenRow
 
 _last_id = [0]
 _last_id_lock = threading.Lock()
+# A forked worker starts afresh: two children both going on from their parent's last id would
+# make the same id in the same millisecond.
+os.register_at_fork(after_in_child=lambda: _last_id.__setitem__(0, 0))
 
 
 def new_run_id() -> str:
