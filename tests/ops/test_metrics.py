@@ -75,7 +75,9 @@ def test_the_gauges_count_the_store(site: Site, db_url: str) -> None:
         dict(labels)["kind"]: v for (name, labels), v in found.items()
         if name == "procflow_runs_waiting"
     }  # fmt: skip
-    assert waiting == {"timer": 2, "event": 1, "retry": 1, "poll": 0, "record": 0, "task": 0}
+    assert waiting == {
+        "timer": 2, "event": 1, "retry": 1, "poll": 0, "record": 0, "task": 0, "call": 0,
+    }  # fmt: skip
     assert value(found, "procflow_tasks_open") == 0
     assert value(found, "procflow_oldest_due_seconds") == 0  # nothing is overdue yet
 

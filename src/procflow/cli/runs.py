@@ -160,16 +160,17 @@ def runs() -> None:
 @runs.command("list")
 @click.option("--status", type=run_status_choice, help="Only runs with this status.")
 @click.option("--name", help="Only runs of this definition.")
+@click.option("--parent", metavar="ID", help="Only the runs that run ID started by call.")
 @page_options("runs", str)
 @db_option
 @json_option
 def runs_list(
-    status: str | None, name: str | None, limit: int, before: str | None, db_url: str,
-    as_json: bool,
+    status: str | None, name: str | None, parent: str | None, limit: int, before: str | None,
+    db_url: str, as_json: bool,
 ) -> None:  # fmt: skip
     """Runs, newest first, a page at a time."""
     with _engine.engine_at(db_url) as engine:
-        page = engine.runs_page(status, name, limit=limit, before=before)
+        page = engine.runs_page(status, name, limit=limit, before=before, parent=parent)
     echo_page(page.items, more_line("runs", page.next_key), as_json, _run_line)
 
 

@@ -24,7 +24,7 @@ def start_children(tx: Tx, calls: list[tuple[RunRow, ChildStart]], now: int) -> 
         run.state["depth"] = child.depth
         if not child.detach:  # its end resumes the parent (runtime/waits/calls.py)
             run.state["parent"] = parent.id
-        step = child.token.path
+        step = child.step
         starts.add(run, child.first, child.inputs, {"parent": parent.id, "step": step})
         links.append(CallRow(child.run_id, parent.id, step, child.flow, child.detach, child.depth))
     written = starts.write(tx)

@@ -9,6 +9,8 @@ from urllib.parse import quote
 
 from starlette.responses import Response
 
+from procflow.runtime.operations.listing import bad_parent
+from procflow.runtime.transition import RUN_ID_PATTERN, is_run_id
 from procflow.server.idempotency import HEADER_PARAM, REPLAYED_HEADERS, Created, idempotent
 from procflow.server.inputs import (
     INT64,
@@ -16,6 +18,7 @@ from procflow.server.inputs import (
     id_param,
     json_object,
     member,
+    query_param,
     text_param,
     unprocessable,
 )
@@ -62,6 +65,26 @@ RUN_SCHEMA: dict[str, Any] = {
         "output": {},
         "error": {"type": ["object", "null"]},
         "history": {"type": "array", "items": JSON_OBJECT},
+        "parent": {
+            "type": ["object", "null"],
+            "description": "the run whose call step started this one (null: none)",
+            "properties": {"run_id": {"type": "string"}, "step": {"type": "string"},
+                           "detached": {"const": True}},
+            "required": ["run_id", "step"],
+        },
+        "children": {
+            "type": "array",
+            "description": "the runs this run's call steps started, oldest first",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "run_id": {"type": "string"}, "flow": {"type": "string"},
+                    "status": {"enum": [*_STATUSES, None]}, "step": {"type": "string"},
+                    "detached": {"const": True},
+                },
+                "required": ["run_id", "flow", "status", "step"],
+            },
+        },
         "schedule": {
             "type": "object",
             "description": "present when a schedule started the run: its name and slot",
@@ -70,8 +93,8 @@ RUN_SCHEMA: dict[str, Any] = {
         },
     },
     "required": [
-        *RUN_SUMMARY_SCHEMA["required"], "version", "record", "tokens", "bindings", "vars",
-        "output", "error", "history",
+        *RUN_SUMMARY_SCHEMA["required"], "version", "record", "parent", "children", "tokens",
+        "bindings", "vars", "output", "error", "history",
     ],
 }  # fmt: skip
 
@@ -82,7 +105,12 @@ def list_runs(call: Call) -> Response:
         raise bad_query("status", f"status must be one of {', '.join(_STATUSES)}, not [{status}]")
     asked = str_page(call.query, "runs")
     name = call.query.get("name") or None
-    page = call.engine.runs_page(status, name, limit=asked.limit, before=asked.before)
+    parent = call.query.get("parent") or None
+    if parent is not None and not is_run_id(parent):
+        raise bad_query("parent", bad_parent(parent))
+    page = call.engine.runs_page(
+        status, name, limit=asked.limit, before=asked.before, parent=parent
+    )
     return json_response(page_json(asked, page))
 
 
@@ -183,6 +211,8 @@ ENDPOINTS = [
         params=(
             {**text_param("status", "Only runs with this status."), "schema": {"enum": _STATUSES}},
             text_param("name", "Only runs of this definition."),
+            query_param("parent", "Only the runs that this run started by `call` (an unknown "
+                        "run: none).", {"type": "string", "pattern": RUN_ID_PATTERN}),
             *PAGE_PARAMS,
         ),
         responses={
