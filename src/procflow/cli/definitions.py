@@ -54,7 +54,7 @@ def definition_files(paths: tuple[str, ...]) -> Iterator[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print problems as a JSON array.")
 @max_file_size_option
 def validate(paths: tuple[str, ...], as_json: bool, max_file_size: int) -> None:
-    """Validate definition files (*.intent, *.flow.yaml) and print every problem; a flow's
+    """Validate definition files (*.intent, *.flow.yaml) and print every problem. A flow's
     calls are checked against the flows of all the files validated together."""
     files: list[Loaded] = []
     unusable: list[str] = []
@@ -95,8 +95,8 @@ def deploy(
     as_json: bool,
     max_file_size: int,
 ) -> None:
-    """Validate files and store new versions of their definitions, all or none; a flow's
-    calls may name a flow of these files or one already deployed."""
+    """Validate files and store new versions of their definitions. All or none are stored; a
+    flow's calls may name a flow of these files or one already deployed."""
     with _engine.engine_at(db_url, project_dir, max_file_size=max_file_size) as engine:
         deployed = [_engine.deployed_json(d) for d in engine.deploy(*paths, user=user)]
     if as_json:
