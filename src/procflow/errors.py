@@ -22,6 +22,7 @@ request is unusable (every ``UsageError``).
         NotFoundError         unknown definition, run, record, task: kind, key, entity
         StateConflictError    a run's, task's or schedule's state forbids it now (HTTP 409)
           RunStateError         the run's status forbids it (cancel, retry): run_id, status
+          LimitReached          a flow's concurrency refuses a start (exit 1): flow, key
         InputError            a flow's inputs: flow, input (= field), problems
         RecordError           a record write: entity, field, record_id, problems
         EventError            an event: event_type, field
@@ -227,6 +228,18 @@ class NotFoundError(UsageError):
 class StateConflictError(UsageError):
     """The state of a run, task or schedule forbids the request now (HTTP 409): it ended, it is
     not open, it is not paused."""
+
+
+class LimitReached(StateConflictError):
+    """A flow with ``concurrency: { on_limit: refuse }`` has every place for the key taken:
+    the start is refused and nothing is stored (exit 1, HTTP 409)."""
+
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, message: str, *, flow: str, key: str) -> None:
+        super().__init__(message)
+        self.flow = flow
+        self.key = key
 
 
 class RunStateError(StateConflictError):

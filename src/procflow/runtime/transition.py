@@ -31,6 +31,7 @@ class ChildStart:
     token: TokenRow  # the parent's token at the call step
     depth: int  # 1 for a top-level run's child
     detach: bool
+    limited: bool = False  # the called flow has a concurrency limit
 
 
 @dataclass(slots=True)

@@ -9,6 +9,7 @@ from procflow.store.queries.events import EventQueries
 from procflow.store.queries.history import HistoryQueries
 from procflow.store.queries.idempotency import IdempotencyQueries
 from procflow.store.queries.leases import LeaseQueries
+from procflow.store.queries.limits import LimitQueries
 from procflow.store.queries.meta import MetaQueries
 from procflow.store.queries.metrics import MetricsQueries
 from procflow.store.queries.outbox import OutboxQueries
@@ -36,6 +37,7 @@ class Tx(
     TimerQueries,
     ScheduleQueries,
     CallQueries,
+    LimitQueries,
     HistoryQueries,
     EventQueries,
     TaskQueries,

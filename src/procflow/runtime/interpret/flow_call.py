@@ -118,7 +118,7 @@ def _start(
     token, tr = m.token, m.tr
     child = ChildStart(
         new_run_id(), target.version_id, target.flow.name, target.flow.steps[0].id, inputs,
-        token, depth, step.detach,
+        token, depth, step.detach, target.flow.concurrency is not None,
     )  # fmt: skip
     tr.calls.append(child)
     tr.add("call.started", step.id, token.path, token.attempt, run_id=child.run_id,
@@ -162,6 +162,8 @@ def child_failure(child_id: str, flow: str, child: dict[str, Any]) -> str:
     if status == RunStatus.FAILED:
         at = f" at {error['step']}" if error.get("step") else ""
         return f"run {child_id} of {flow} failed{at}: {error.get('message', 'no message')}"
+    if status == "refused":
+        return f"run {child_id} of {flow} was refused: {error.get('message')}"
     return f"run {child_id} of {flow} was {status}"
 
 

@@ -1,0 +1,101 @@
+"""A flow's ``concurrency``: places per key, taken when a run starts and freed when it ends, both
+inside the caller's transaction under the key's row lock (exact across workers).
+
+A run over the limit is created waiting at its first step (a wait of kind ``queue``); the end
+that frees a place starts the oldest queued run of the key in the same transaction. A failed
+run keeps its place until it is retried to an end or cancelled. ``state["limit"]`` of a limited
+run: ``{"key": K, "holds": bool}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from procflow.errors import ExprError, InputError, LimitReached
+from procflow.expr import EvalContext, render, render_text
+from procflow.model.ir import Concurrency, Flow
+from procflow.runtime.clock import to_datetime
+from procflow.runtime.data.inputs import input_env
+from procflow.states import ENDED, RunStatus, TokenState
+from procflow.store.rows import HistoryRow, RunRow
+from procflow.store.store import Tx
+
+__all__ = ["Place", "free_places", "limit_key", "take_place"]
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a new run of a limited flow stands: its key, and whether it holds a place now."""
+
+    key: str
+    holds: bool
+
+
+def limit_key(flow: Flow, limit: Concurrency, inputs: Mapping[str, Any], now: int) -> str:
+    """The key value of a run with ``inputs`` ("" without a key); an expression error refuses
+    the start."""
+    if limit.key is None:
+        return ""
+    try:
+        moment = to_datetime(now)
+        value = render(limit.key, input_env(flow, inputs), EvalContext(now=lambda: moment))
+        return str(render_text(value)) if not isinstance(value, str) else value
+    except ExprError as exc:
+        raise InputError(flow.name, [f"concurrency.key: {exc.message}"]) from None
+
+
+def take_place(tx: Tx, flow: Flow, inputs: Mapping[str, Any], now: int) -> Place:
+    """Take a place for a new run of ``flow``, or say it queues; :class:`LimitReached` when the
+    flow refuses starts over its limit (nothing is written then)."""
+    limit = flow.concurrency
+    assert limit is not None
+    key = limit_key(flow, limit, inputs, now)
+    taken = tx.lock_places(flow.name, key)
+    if taken < limit.limit:
+        tx.add_places(flow.name, key, 1)
+        return Place(key, True)
+    if limit.on_limit == "refuse":
+        of_key = f" for key {key}" if limit.key is not None else ""
+        raise LimitReached(
+            f"flow [{flow.name}] has {taken} of {limit.limit} places taken{of_key}; "
+            "it refuses starts over its limit (concurrency.on_limit: refuse)",
+            flow=flow.name, key=key,
+        )  # fmt: skip
+    return Place(key, False)
+
+
+def free_places(tx: Tx, runs: list[RunRow], now: int) -> list[str]:
+    """``runs`` ended in ``tx``: each that held a place frees it, and the oldest run queued on
+    its key starts in its stead. Returns the runs started."""
+    started: list[str] = []
+    for run in runs:
+        place = run.state.get("limit")
+        if not place or not place.get("holds") or run.status not in ENDED:
+            continue
+        place["holds"] = False  # freed once, whatever saves the row later
+        key = place["key"]
+        tx.lock_places(run.name, key)
+        tx.add_places(run.name, key, -1)
+        for token_id, run_id in tx.queued(run.name, key, 1):
+            if _start_queued(tx, token_id, run_id, now):
+                tx.add_places(run.name, key, 1)
+                started.append(run_id)
+    if started:
+        tx.notify()
+    return started
+
+
+def _start_queued(tx: Tx, token_id: int, run_id: str, now: int) -> bool:
+    queued = tx.run_for_update(run_id)
+    token = tx.take_waiting_token(token_id)
+    if queued is None or token is None or queued.status in ENDED:
+        return False
+    token.state, token.wait, token.since = TokenState.READY, None, now
+    queued.state.setdefault("limit", {})["holds"] = True
+    queued.status = RunStatus.RUNNING
+    queued.seq += 1
+    entry = HistoryRow(queued.seq, now, "run.dequeued", token.step, token.path, token.attempt)
+    tx.wake_token(queued, token, entry)
+    return True

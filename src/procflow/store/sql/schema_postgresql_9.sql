@@ -1,0 +1,28 @@
+-- procflow schema, version 9: flow control. "limits" counts, per flow and key value, the runs
+-- that hold a place (active: started and not ended; a failed run keeps its place). A start and
+-- an end of a limited flow lock the key's row, so the count is exact across workers; a run over
+-- the limit waits with a wait of kind 'queue' (type 'queue:FLOW', keys the key value) and the end
+-- that frees a place starts the oldest of them in its own transaction. "throttles" keeps, per
+-- budget and key value, the start instants of the attempts of the last window (at most limit
+-- of them); "throttle_budgets" the limit and window every deployed flow declared for a budget.
+
+CREATE TABLE limits (
+    flow   TEXT NOT NULL,
+    key    TEXT NOT NULL,
+    active BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (flow, key)
+);
+
+CREATE TABLE throttles (
+    name   TEXT NOT NULL,
+    key    TEXT NOT NULL,
+    starts TEXT NOT NULL DEFAULT '[]',
+    PRIMARY KEY (name, key)
+);
+
+CREATE TABLE throttle_budgets (
+    name     TEXT PRIMARY KEY,
+    lim      BIGINT NOT NULL,
+    per      BIGINT NOT NULL,                 -- microseconds
+    declared TEXT NOT NULL                   -- the flow and step that declared it first
+);
