@@ -22,6 +22,7 @@ from procflow.runtime.clock import iso, micros
 from procflow.runtime.data.inputs import check_inputs
 from procflow.runtime.interpret.actions import ActionAttempt
 from procflow.runtime.interpret.flow_state import Frame, to_json
+from procflow.runtime.interpret.flow_throttle import ThrottledMachine, over_budget
 from procflow.runtime.transition import ChildStart, Transition, new_run_id
 from procflow.states import RunStatus, TokenState
 from procflow.store.rows import RunRow, TokenRow
@@ -55,7 +56,7 @@ Resolver = Callable[[str], CallTarget]
 """The newest enabled version of a flow, by name (raises :class:`CallRefused`)."""
 
 
-class CallingMachine(Protocol):
+class CallingMachine(ThrottledMachine, Protocol):
     """What the call step needs of the flow machine."""
 
     tr: Transition
@@ -80,6 +81,8 @@ def take_call(m: CallingMachine, step: CallStep, frame: Frame) -> None:
     if child_id is not None:
         _returned(m, step, child_id, m.token.data.pop("child", None))
         return
+    if over_budget(m, step):
+        raise _Stop
     m.started(step)
     try:
         given = render_value(dict(step.inputs), m.env(), m.eval_ctx)

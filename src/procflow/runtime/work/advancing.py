@@ -21,6 +21,7 @@ from procflow.runtime.interpret.deadlines import AttemptClock, watching
 from procflow.runtime.interpret.flow import FlowCtx, advance_flow
 from procflow.runtime.interpret.flow_call import CallTarget
 from procflow.runtime.interpret.intent import RunCtx, advance
+from procflow.runtime.operations.conflicts import retry_on_conflict
 from procflow.runtime.runs.host import RunHost
 from procflow.runtime.transition import Transition
 from procflow.runtime.work.incidents import IncidentCtx, describe, incident
@@ -115,7 +116,7 @@ class Advancer:
                 project_dir=compiled.project_dir, environ=self.host.environ,
                 load_scopes=lambda path: self.reader().scopes(run.id, path),
                 load_row=lambda path, n: self.reader().scope_row(run.id, path, n),
-                resolve_call=self.call_target,
+                resolve_call=self.call_target, reserve=self.reserve,
             )  # fmt: skip
         compiled, process = catalog.process(run.version_id, run.name)
         app = compiled.definition
@@ -155,14 +156,31 @@ class Advancer:
 
     def reader(self) -> Tx:
         """A read view on this thread's own connection (slot threads never share the loop's)."""
+        return self._thread_store().read()
+
+    def _thread_store(self) -> Store:
         if threading.current_thread() is self._loop_thread:
-            return self.host.store.read()
+            return self.host.store
         store: Store | None = getattr(self._local, "store", None)
         if store is None:
             store = self._local.store = Store(self.url)
             with self._stores_lock:
                 self._stores.append(store)
-        return store.read()
+        return store
+
+    @retry_on_conflict
+    def reserve(self, budget: str, key: str, limit: int, per: int, now: int) -> int | None:
+        """Take a start of a throttle's budget for ``key`` at ``now``, committed before the
+        attempt is made: None when taken, else when the budget next has one. The budget's row
+        is locked, so the starts of every worker count (a sliding window: at most ``limit``
+        starts in any ``per`` µs)."""
+        with self._thread_store().tx() as tx:
+            starts = sorted(s for s in tx.lock_budget(budget, key) if s > now - per)
+            if len(starts) < limit:
+                tx.save_budget(budget, key, [*starts, now])
+                return None
+            tx.save_budget(budget, key, starts)
+            return starts[len(starts) - limit] + per
 
     def close(self) -> None:
         with self._stores_lock:
