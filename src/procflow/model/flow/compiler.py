@@ -102,6 +102,7 @@ class _FlowCompiler:
         steps_node = self.r.require(top, "steps", TOP, "the steps the flow runs")
         steps, bound = steps_c.steps(steps_node, base, TOP, "steps")
         recover = self.recover(top.get("recover"), base, bound, steps_c)
+        control.check_shared(self.r, steps + (recover or ()))
         output = self.output(top.get("output"), base, bound)
         if name is None or not steps:
             return None

@@ -7,17 +7,17 @@ from its inputs alone; a throttle key in the step's scope, when an attempt is ab
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import timedelta
 
 from procflow.errors import DurationError
 from procflow.expr import Shape, Template, parse_duration
 from procflow.model.flow.exprs import Exprs, Scope
-from procflow.model.ir import Concurrency, Throttle
+from procflow.model.ir import Concurrency, FlowStep, Throttle
 from procflow.model.reading.reader import IDENT, Reader
 from procflow.model.reading.yamlsrc import YMap, YNode, YScalar, kind_name
 
-__all__ = ["CONCURRENCY_KEYS", "THROTTLE_KEYS", "concurrency", "throttle"]
+__all__ = ["CONCURRENCY_KEYS", "THROTTLE_KEYS", "check_shared", "concurrency", "throttle"]
 
 CONCURRENCY_KEYS = ("limit", "key", "on_limit")
 THROTTLE_KEYS = ("limit", "per", "key", "name")
@@ -113,3 +113,34 @@ def _per(r: Reader, node: YNode | None, ctx: str) -> timedelta | None:
         r.error(node.pos, ctx, f"throttle.per must be longer than zero, got {node.value}")
         return None
     return value
+
+
+def check_shared(r: Reader, steps: tuple[FlowStep, ...]) -> None:
+    """Steps of one file sharing a throttle name must declare the same limit and per."""
+    first: dict[str, tuple[str, Throttle]] = {}
+    for step_id, t in _throttles(steps):
+        if not t.shared:
+            continue
+        if t.name not in first:
+            first[t.name] = (step_id, t)
+            continue
+        other_id, other = first[t.name]
+        if (other.limit, other.per) != (t.limit, t.per):
+            r.error(
+                t.pos,
+                f"step [{step_id}]",
+                f"throttle [{t.name}] is declared with limit {other.limit} per "
+                f"{other.per.total_seconds():g}s by step [{other_id}] (line {other.pos.line}); "
+                "steps sharing a throttle name must agree",
+            )
+
+
+def _throttles(steps: tuple[FlowStep, ...]) -> Iterator[tuple[str, Throttle]]:
+    for step in steps:
+        if step.mods.throttle is not None:
+            yield step.id, step.mods.throttle
+        inner = getattr(step, "steps", None)
+        if inner:
+            yield from _throttles(inner)
+        if step.mods.recover:
+            yield from _throttles(step.mods.recover)

@@ -84,3 +84,9 @@ class LimitQueries(Queries):
             "ON CONFLICT DO NOTHING",
             (name, limit, per, declared),
         )
+
+    def redeclare_budget(self, name: str, limit: int, per: int, declared: str) -> None:
+        self.c.execute(
+            "UPDATE throttle_budgets SET lim=?, per=?, declared=? WHERE name=?",
+            (limit, per, declared, name),
+        )
