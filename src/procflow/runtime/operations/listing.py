@@ -174,7 +174,7 @@ def _declared(reader: Tx, catalog: Catalog, entity: str) -> Entity:
 # --- pages -----------------------------------------------------------------------------------
 
 
-WAIT_KINDS = ("timer", "retry", "poll", "event", "record", "task")
+WAIT_KINDS = ("timer", "retry", "poll", "event", "record", "task", "call", "queue", "throttle")
 """What a token can wait for (``waiting_for.kind``)."""
 HISTORY_TYPES = (
     "run.started", "step.started", "step.completed", "step.failed", "step.skipped",

@@ -138,13 +138,9 @@ class RunQueries(Queries):
             if value is not None:
                 sql += f" AND {condition}"
                 args.append(value)
-        if waiting is not None:
-            # A token's wait is stored compact with "kind" first (every wait is built so).
-            sql += (
-                " AND EXISTS (SELECT 1 FROM tokens t WHERE t.run_id=runs.id "
-                "AND t.state='waiting' AND t.wait LIKE ?)"
-            )
-            args.append('{"kind":"' + waiting + '"%')
+        if waiting is not None:  # read off the index of the tokens' wait kind
+            sql += " AND id IN (SELECT run_id FROM tokens WHERE wait_kind=? AND state='waiting')"
+            args.append(waiting)
         rows = self.c.execute(sql + " ORDER BY id DESC LIMIT ?", [*args, limit]).fetchall()
         return [RunSummary(*r) for r in rows]
 

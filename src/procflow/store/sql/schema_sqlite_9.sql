@@ -26,3 +26,8 @@ CREATE TABLE throttle_budgets (
     per      INTEGER NOT NULL,                 -- microseconds
     declared TEXT NOT NULL                   -- the flow and step that declared it first
 );
+
+-- What a waiting token waits for (its wait's "kind"), a column of its own: the runs filter
+-- "waiting for" and the metrics by kind read this index, not the JSON.
+ALTER TABLE tokens ADD COLUMN wait_kind TEXT GENERATED ALWAYS AS (json_extract(wait, '$.kind')) VIRTUAL;
+CREATE INDEX tokens_by_wait_kind ON tokens (wait_kind, run_id) WHERE wait_kind IS NOT NULL;
