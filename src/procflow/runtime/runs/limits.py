@@ -78,10 +78,14 @@ def free_places(tx: Tx, runs: list[RunRow], now: int) -> list[str]:
         key = place["key"]
         tx.lock_places(run.name, key)
         tx.add_places(run.name, key, -1)
-        for token_id, run_id in tx.queued(run.name, key, 1):
+        # Each try consumes the wait it looked at: a stale one (its run gone) never blocks the
+        # queue, and the loop ends when one started or none is left.
+        while queued := tx.queued(run.name, key, 1):
+            token_id, run_id = queued[0]
             if _start_queued(tx, token_id, run_id, now):
                 tx.add_places(run.name, key, 1)
                 started.append(run_id)
+                break
     if started:
         tx.notify()
     return started
@@ -91,6 +95,7 @@ def _start_queued(tx: Tx, token_id: int, run_id: str, now: int) -> bool:
     queued = tx.run_for_update(run_id)
     token = tx.take_waiting_token(token_id)
     if queued is None or token is None or queued.status in ENDED:
+        tx.delete_waits_of_tokens([token_id])
         return False
     token.state, token.wait, token.since = TokenState.READY, None, now
     queued.state.setdefault("limit", {})["holds"] = True
