@@ -22,7 +22,6 @@ request is unusable (every ``UsageError``).
         NotFoundError         unknown definition, run, record, task: kind, key, entity
         StateConflictError    a run's, task's or schedule's state forbids it now (HTTP 409)
           RunStateError         the run's status forbids it (cancel, retry): run_id, status
-          LimitReached          a flow's concurrency refuses a start (exit 1): flow, key
         InputError            a flow's inputs: flow, input (= field), problems
         RecordError           a record write: entity, field, record_id, problems
         EventError            an event: event_type, field
@@ -30,6 +29,7 @@ request is unusable (every ``UsageError``).
           TaskNotOpenError      closed, or its run ended (also a StateConflictError: 409)
         ForbiddenError        the caller may not do this (another's task, HTTP 403): user, task_id
       NotPermittedError     the caller's roles do not allow this (HTTP 403, exit 1): user, roles
+      LimitReached          a flow's concurrency refuses a start (HTTP 409, exit 1): flow, key
       StepFailure           a step attempt failed
       CallRefused           a call step's flow cannot start a run now
       NonRetryableError     skip the remaining retry attempts
@@ -230,11 +230,10 @@ class StateConflictError(UsageError):
     not open, it is not paused."""
 
 
-class LimitReached(StateConflictError):
+class LimitReached(ProcflowError):
     """A flow with ``concurrency: { on_limit: refuse }`` has every place for the key taken:
-    the start is refused and nothing is stored (exit 1, HTTP 409)."""
-
-    exit_code: ClassVar[int] = 1
+    the start is refused and nothing is stored (exit 1, HTTP 409: the request is sound, the
+    flow's state refuses it now)."""
 
     def __init__(self, message: str, *, flow: str, key: str) -> None:
         super().__init__(message)
