@@ -84,10 +84,13 @@ bench: $(STAMP)
 	$(BIN)/python bench/ui.py
 	$(BIN)/python bench/scenarios.py
 	$(BIN)/python bench/schedules.py
+	$(BIN)/python bench/calls.py
 
-# 4 workers on PostgreSQL advance 1,000 runs while a driver SIGKILLs one every ~200 ms.
+# 4 workers on PostgreSQL advance 1,000 runs while a driver SIGKILLs one every ~200 ms; then 50
+# parents calling a child each, a worker SIGKILLed at each point of starting, ending and waking.
 chaos: $(STAMP)
 	PROCFLOW_CHAOS_RUNS=1000 $(BIN)/pytest -s tests/faults/test_chaos.py
+	PROCFLOW_CALL_CRASH_PARENTS=50 $(BIN)/pytest tests/faults/test_call_crash.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .demo

@@ -300,9 +300,10 @@ class Engine:
         self.events = Events(runtime)
         self.schedules = Schedules(runtime)
 
-    def deploy(self, path: str, *, user: User = None) -> list[Deployed]:
-        """Validate a definition file completely, then store its new versions."""
-        return self._e.deploy(path, user=user)
+    def deploy(self, *paths: str, user: User = None) -> list[Deployed]:
+        """Validate definition files completely (a flow's calls: across them and the deployed
+        flows), then store their new versions, all or none."""
+        return self._e.deploy(*paths, user=user)
 
     def enable(self, name: str, enabled: bool = True, *, user: User = None) -> None:
         """Enable (or disable) a definition: a disabled one starts no new runs."""

@@ -432,7 +432,9 @@ def test_calls_nested_deeper_than_16_fail_the_step_naming_the_depth(project: Pro
 
 
 def test_a_disabled_called_flow_fails_the_step_naming_it(project: Project) -> None:
-    project.deploy("child", parent="flow: parent\nsteps:\n  - c: { call: child }\n")
+    project.deploy(
+        "child", parent="flow: parent\nsteps:\n  - c: { call: child, inputs: { tenant: t } }\n"
+    )
     project.eng.set_enabled("child", False)
     rid = project.start("parent")
     assert project.runs("child") == []

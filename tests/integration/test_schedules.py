@@ -448,3 +448,21 @@ def test_a_group_whose_slot_has_its_run_already_fires_one_by_one(site: Site) -> 
     started = {row.key: len(f.started) for row, f in fired}
     assert started == {"a": 1, "b": 0, "c": 1}
     assert all(site.schedule(n)["next"][0] == "2027-01-01T00:02:00Z" for n in ("a", "b", "c"))
+
+
+def test_a_worker_loads_what_a_first_firing_needs_on_start_when_a_schedule_is_armed(
+    site: Site,
+) -> None:
+    """The time zone names every calendar checks (a walk of the zone database) are loaded when
+    a worker starts on a store with an armed schedule, not inside its first due slot; a store
+    with none costs a worker nothing."""
+    from procflow.calendar import _zones
+    from procflow.runtime.commands.worker import warm_up
+
+    _zones.cache_clear()
+    warm_up(site.engine)
+    assert _zones.cache_info().currsize == 0
+    site.deploy("minutely", MINUTELY)
+    _zones.cache_clear()
+    warm_up(site.engine)
+    assert _zones.cache_info().currsize == 1

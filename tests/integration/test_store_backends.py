@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from procflow.store.rows import HistoryRow, RunRow, TokenRow
+from procflow.store.rows import HistoryRow, RunRow, ScheduleRow, TokenRow
 from procflow.store.store import Store, Tx, run_image
 
 OWNER = "worker-a"
@@ -94,6 +94,66 @@ def test_saving_held_runs_counts_only_the_runs_still_held(store: Store) -> None:
         0,
     )
     assert store.read().lease_of("r1") == (OWNER, 2_000)
+
+
+def _new_run(run_id: str, start_key: str | None) -> RunRow:
+    return RunRow(run_id, 1, "f", "flow", "running", 5, start_key=start_key, state={"v": 1}, seq=1)
+
+
+def _started(tx: Tx, *runs: RunRow) -> set[str]:
+    return tx.insert_started_runs(
+        runs,
+        [(r.id, "in", 0, {"x": r.id}) for r in runs],
+        [TokenRow(None, r.id, "s", "s", "ready", 1, 5, None, {}) for r in runs],
+        [(r.id, HistoryRow(1, 5, "run.started")) for r in runs],
+    )
+
+
+def test_started_runs_go_in_with_their_first_rows(store: Store) -> None:
+    """A group of new runs (one statement on PostgreSQL): each run with its scope, first token
+    and history; a run whose start key was taken is not among the ids that went in."""
+    with store.tx() as tx:
+        assert _started(tx, _new_run("r1", "k1"), _new_run("r2", None)) == {"r1", "r2"}
+        assert _started(tx) == set()
+    read = store.read()
+    assert read.run("r1") == _new_run("r1", "k1")
+    assert read.scopes("r2", "in") == {0: {"x": "r2"}}
+    assert [(t.step, t.state) for t in read.tokens("r2")] == [("s", "ready")]
+    assert read.history("r1") == [HistoryRow(1, 5, "run.started")]
+    with store.tx() as tx:
+        assert _started(tx, _new_run("r3", "k1"), _new_run("r4", "k4")) == {"r4"}
+
+
+def test_live_runs_leave_out_ended_and_unknown_runs(store: Store) -> None:
+    with store.tx() as tx:
+        ids = [add_run(tx, f"r{i:03}").id for i in range(600)]  # more than one IN list holds
+        ended = add_run(tx, "done")
+        ended.status, ended.ended_at = "completed", 9
+        tx.save_run(ended, None, None)
+    live = store.read().live_runs_by_id([*ids, "done", "gone"])
+    assert sorted(live) == ids
+    assert live["r001"] == RunRow("r001", 1, "p", "flow", "running", 0)
+    assert store.read().live_runs_by_id([]) == {}
+
+
+def test_saving_fired_slots_writes_what_firing_changes(store: Store) -> None:
+    """What firing changes is written, one statement for the group on PostgreSQL; what it never
+    changes (spec, plan, pause) is left as stored."""
+    rows = [ScheduleRow(k, "f", "f", {"every": 60}, {"first": "s"}) for k in ("a", "b")]
+    with store.tx() as tx:
+        for row in rows:
+            tx.insert_schedule(row)
+    a, b = rows
+    a.next_slot, a.due_at, a.open_runs, a.last_slot, a.last_run = 120, 121, ["r9"], 60, "r9"
+    a.started, a.skipped, a.missed, a.buffers, a.buffered = 1, 2, 3, 4, 180
+    b.error, b.spec, b.paused = "no flow", {"every": 1}, True  # spec and pause: not firing's
+    with store.tx() as tx:
+        tx.save_fired(rows)
+    saved = store.read().schedule("a")
+    assert saved == a
+    assert store.read().schedule("b") == ScheduleRow(
+        "b", "f", "f", {"every": 60}, {"first": "s"}, error="no flow"
+    )
 
 
 # --- locks: a second transaction taking the same lock waits for the first to commit ------------

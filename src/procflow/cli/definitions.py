@@ -19,8 +19,7 @@ from procflow.cli.options import (
 )
 from procflow.cli.output import EXIT_BAD, EXIT_USAGE, echo_json, echo_page, fail, more_line
 from procflow.errors import UsageError
-from procflow.model.source import Diagnostic
-from procflow.model.validate import compile_file, load_file
+from procflow.model.validate import Loaded, check_calls_together, compile_file, load_file
 from procflow.schemas import DIALECTS, schema_text
 
 DEFINITION_PATTERNS = ("*.intent", "*.flow.yaml", "*.flow.yml")
@@ -55,28 +54,26 @@ def definition_files(paths: tuple[str, ...]) -> Iterator[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print problems as a JSON array.")
 @max_file_size_option
 def validate(paths: tuple[str, ...], as_json: bool, max_file_size: int) -> None:
-    """Validate definition files (*.intent, *.flow.yaml) and print every problem."""
-    diagnostics: list[Diagnostic] = []
+    """Validate definition files (*.intent, *.flow.yaml) and print every problem; a flow's
+    calls are checked against the flows of all the files validated together."""
+    files: list[Loaded] = []
     unusable: list[str] = []
-    files = 0
     for path in definition_files(paths):
         try:
-            loaded = load_file(path, max_size=max_file_size)
+            files.append(load_file(path, max_size=max_file_size))
         except UsageError as exc:  # report it, but still report every other file's problems
             unusable.append(str(exc))
-            continue
-        files += 1
-        diagnostics.extend(loaded.diagnostics)
-        if not as_json:
-            for d in loaded.diagnostics:
-                click.echo(d.format())
+    diagnostics = [d for loaded in check_calls_together(files) for d in loaded.diagnostics]
+    if not as_json:
+        for d in diagnostics:
+            click.echo(d.format())
     errors = sum(d.severity == "error" for d in diagnostics)
     if as_json:
         echo_json([d.as_json() for d in diagnostics])
     else:
         warnings = len(diagnostics) - errors
-        noun = "file" if files == 1 else "files"
-        click.echo(f"checked {files} {noun}: {errors} error(s), {warnings} warning(s)", err=True)
+        checked = f"{len(files)} file" + ("" if len(files) == 1 else "s")
+        click.echo(f"checked {checked}: {errors} error(s), {warnings} warning(s)", err=True)
     if unusable:
         fail("\n".join(f"error: {m}" for m in unusable), EXIT_USAGE)
     if errors:
@@ -98,18 +95,16 @@ def deploy(
     as_json: bool,
     max_file_size: int,
 ) -> None:
-    """Validate files and store new versions of their definitions."""
-    deployed: list[dict[str, Any]] = []
+    """Validate files and store new versions of their definitions, all or none; a flow's
+    calls may name a flow of these files or one already deployed."""
     with _engine.engine_at(db_url, project_dir, max_file_size=max_file_size) as engine:
-        for path in paths:
-            done = [_engine.deployed_json(d) for d in engine.deploy(path, user=user)]
-            deployed += done
-            if not as_json:  # as each file is deployed: a later file's error leaves these done
-                for d in done:
-                    unchanged = " (unchanged)" if d["unchanged"] else ""
-                    click.echo(f"{d['name']} → version {d['version']}{unchanged}")
+        deployed = [_engine.deployed_json(d) for d in engine.deploy(*paths, user=user)]
     if as_json:
         echo_json({"deployed": deployed})
+        return
+    for d in deployed:
+        unchanged = " (unchanged)" if d["unchanged"] else ""
+        click.echo(f"{d['name']} → version {d['version']}{unchanged}")
 
 
 @click.command()

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from procflow.errors import DefinitionError, UsageError
 from procflow.expr.hints import hint_budget
@@ -16,7 +16,8 @@ from procflow.model.reading.files import DEFAULT_MAX_FILE_SIZE, read_text
 from procflow.model.source import Diagnostic, Diagnostics, Pos
 
 if TYPE_CHECKING:
-    from procflow.model.ir import Application, Flow
+    from procflow.model.flow.calls import Signatures
+    from procflow.model.ir import Application, Flow, InputDecl
 
 Dialect = Literal["intent", "flow"]
 
@@ -30,6 +31,9 @@ class Loaded:
     definition: Application | Flow | None
     diagnostics: list[Diagnostic]
     source: str = ""  # the text compiled (what a deploy stores: the file is read once)
+    # A flow file with errors: its flow as far as it compiled, for the calls checked across the
+    # files validated together (its name still counts; its inputs are not trusted)
+    partial: Flow | None = None
 
     @property
     def ok(self) -> bool:
@@ -91,6 +95,7 @@ def _compile(text: str, path: str, project_dir: str | None) -> Loaded:
     diags = Diagnostics()
     root = load_yaml(text, path, diags)
     definition: Application | Flow | None = None
+    partial: Flow | None = None
     if root is not None:
         if dialect == "intent":
             from procflow.model.intent.compiler import compile_intent
@@ -100,8 +105,9 @@ def _compile(text: str, path: str, project_dir: str | None) -> Loaded:
             from procflow.model.connectors.registry import ConnectorRegistry
             from procflow.model.flow.compiler import compile_flow
 
-            definition = compile_flow(root, path, project, diags, ConnectorRegistry(project))
-    return Loaded(path, dialect, definition, diags.sorted(), text)
+            flow = compile_flow(root, path, project, diags, ConnectorRegistry(project))
+            definition, partial = (None, flow) if diags.has_errors else (flow, None)
+    return Loaded(path, dialect, definition, diags.sorted(), text, partial)
 
 
 def load_file(
@@ -126,3 +132,40 @@ def compile_file(
     if not loaded.ok or loaded.definition is None:
         raise DefinitionError(loaded.diagnostics)
     return loaded.definition
+
+
+def check_calls_together(
+    files: Sequence[Loaded], deployed: Signatures | None = None, intents: Collection[str] = ()
+) -> list[Loaded]:
+    """``files`` with the problems of their calls joined to their own diagnostics: every call is
+    checked against the flows of all ``files`` over the ``deployed`` ones (a file's flow is the
+    newer), and refused when it names one of the intent processes of ``files`` or ``intents``.
+    A flow file with errors takes part with what compiled: its calls are checked, and it is a
+    flow others may call, but its inputs are not checked (its declarations may be the error)."""
+    from procflow.model.flow.calls import check_calls
+
+    known: dict[str, Mapping[str, InputDecl] | None] = dict(deployed or {})
+    processes = set(intents)
+    for loaded in files:
+        flow = flow_of(loaded)
+        if flow is not None:
+            known[flow.name] = flow.inputs if loaded.ok else None
+        elif loaded.dialect == "intent" and loaded.definition is not None:
+            app = cast("Application", loaded.definition)
+            processes.update(p.name for p in app.processes)
+    out = []
+    for loaded in files:
+        flow = flow_of(loaded)
+        found = check_calls(flow, known, processes) if flow is not None else []
+        if found:
+            joined = Diagnostics([*loaded.diagnostics, *found]).sorted()
+            loaded = replace(loaded, diagnostics=joined)
+        out.append(loaded)
+    return out
+
+
+def flow_of(loaded: Loaded) -> Flow | None:
+    """The flow of a flow file, as far as it compiled when the file has errors."""
+    if loaded.dialect != "flow":
+        return None
+    return cast("Flow | None", loaded.definition) or loaded.partial

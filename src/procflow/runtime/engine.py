@@ -217,14 +217,15 @@ class Engine(ListingCalls):
 
     # --- definitions ------------------------------------------------------------------------
 
-    def deploy(self, path: str, *, user: Actor | str | None = None) -> list[Deployed]:
-        """Validate and store the files at ``path``. ``user`` (here and on every call that
-        changes something): who asks, refused unless the role table allows it (:meth:`acting`)."""
-        from procflow.runtime.definitions.deploy import deploy_path
+    def deploy(self, *paths: str, user: Actor | str | None = None) -> list[Deployed]:
+        """Validate the files at ``paths`` (their calls across them and the deployed flows),
+        then store them all or none. ``user`` (here and on every call that changes something):
+        who asks, refused unless the role table allows it (:meth:`acting`)."""
+        from procflow.runtime.definitions.deploy import deploy_paths
 
         self.acting(user, Action.DEPLOY)
         now = self.now()
-        return deploy_path(self.catalog, path, now, self.max_file_size, *self._arming(now))
+        return deploy_paths(self.catalog, paths, now, self.max_file_size, *self._arming(now))
 
     def latest_flow(self, name: str) -> Flow | None:
         """The latest deployed version of flow ``name``; None when ``name`` is not a flow."""

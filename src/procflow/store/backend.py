@@ -3,9 +3,9 @@
 The queries (``procflow.store.queries``) are written once, with ``?`` placeholders, and hold no
 dialect test: where PostgreSQL and SQLite need different SQL, they ask the backend, which is
 either a SQL fragment (``for_update``, ``skip_locked``, ``key_lock``), an operation (``batch``,
-``advisory_lock``, ``notify``) or what the SQL may do (``writes_in_with``). The backend also
-owns the connection, the schema scripts, how a transaction ends, how a conflict is recognised
-and how an idle worker waits for a wake-up.
+``advisory_lock``, ``notify``) or what the SQL may do (``arrays``, ``writes_in_with``). The
+backend also owns the connection, the schema scripts, how a transaction ends, how a conflict is
+recognised and how an idle worker waits for a wake-up.
 """
 
 from __future__ import annotations
@@ -44,6 +44,10 @@ class Backend(Protocol):
     """A SQL expression of one parameter, the key, that takes ``advisory_lock(key, wide=True)``
     inside the statement it is part of (so the lock costs no round trip of its own); empty
     where that lock is a no-op."""
+    arrays: bool
+    """Whether a statement may take a list as one array parameter (``= ANY(?)``, ``unnest``):
+    its text then stays the same whatever the list's length. Else the list is spelled out,
+    ``IN (?, ?, ...)``."""
     writes_in_with: bool
     """Whether a ``WITH`` clause may hold ``INSERT``, ``UPDATE`` and ``DELETE`` (PostgreSQL's
     data-modifying CTEs): several writes, or a write and a read after it, then go to the

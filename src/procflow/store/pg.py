@@ -184,6 +184,7 @@ class PostgresBackend:
     idle_poll_seconds = 5.0
     notifies = True
     key_lock = "pg_advisory_xact_lock(hashtextextended(?, 0))"
+    arrays = True
     writes_in_with = True
 
     def __init__(self, url: StoreUrl) -> None:

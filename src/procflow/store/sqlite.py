@@ -32,6 +32,7 @@ class SqliteBackend:
     idle_poll_seconds = 1.0
     notifies = False
     key_lock = ""  # BEGIN IMMEDIATE already made the transaction the only writer
+    arrays = False
     writes_in_with = False  # SQLite has no data-modifying CTEs (nor round trips to save)
 
     def __init__(self, url: StoreUrl, *, create: bool = True) -> None:

@@ -18,6 +18,7 @@ from procflow.store.queries.records import RecordQueries
 from procflow.store.queries.run_data import RunDataQueries
 from procflow.store.queries.runs import RunQueries
 from procflow.store.queries.schedules import ScheduleQueries
+from procflow.store.queries.starts import StartQueries
 from procflow.store.queries.tasks import TaskQueries
 from procflow.store.queries.timers import TimerQueries
 from procflow.store.queries.tokens import TokenQueries
@@ -27,6 +28,7 @@ __all__ = ["Tx"]
 
 
 class Tx(
+    StartQueries,  # first: it builds on the run, run data, token and history queries
     MetaQueries,
     DefinitionQueries,
     RecordQueries,

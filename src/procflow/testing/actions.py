@@ -127,6 +127,8 @@ class _Run:
     def _start(self) -> None:
         given, chosen = self.scenario.given, self.test.process
         pos = self.scenario.pos
+        for callee in self.test.callees:  # a called flow without a fake runs for real
+            self._guard("given", pos, partial(self.engine.deploy, callee))
         self._guard("given", pos, lambda: self.engine.deploy(self.test.definition_path))
         for entity, rows in given.records.items():
             for row in rows:

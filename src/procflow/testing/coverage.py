@@ -3,8 +3,9 @@
 A route is ``(source, kind) → target``: a step's ``next`` (its fall-through included), a
 decision's ``then``/``else``, ``onError``, a user task's ``timeout`` and ``expire``, a process's
 ``abortOn``; in flows a step's ``next``, an ``if``'s ``then`` (the step runs) and ``else`` (it is
-skipped), a ``wait_for``'s ``event`` and ``wait_for timeout``, ``optional``, ``recover``, an action
-``timeout``, ``repeat exhausted``. Its position is that of the route's value in the file.
+skipped), a ``wait_for``'s ``event`` and ``wait_for timeout``, ``optional``, ``recover``, an
+action's or a call's ``timeout``, ``repeat exhausted``. Its position is that of the route's value
+in the file.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from procflow.model.ir import (
     END,
     ActionStep,
+    CallStep,
     Decision,
     EndStep,
     FailStep,
@@ -32,6 +34,7 @@ from procflow.model.ir import (
 )
 from procflow.model.reading.yamlsrc import YMap, YNode, YSeq, load_yaml
 from procflow.model.source import Diagnostics, Pos
+from procflow.runtime.interpret.flow_call import TIMED_OUT
 
 FAILED = "failed"  # the target of a failure no handler catches: the run fails
 TIMEOUT_TEXT = "the attempt ran longer than"
@@ -278,7 +281,7 @@ class _FlowRoutes:
             )
         elif not isinstance(step, FailStep):
             out.append(Route(sid, "next", after, step.pos))
-        if isinstance(step, ActionStep) and mods.timeout is not None:
+        if isinstance(step, ActionStep | CallStep) and mods.timeout is not None:
             target = sid if mods.retry is not None else failure
             out.append(Route(sid, "timeout", target, _pos(step.pos, node, "timeout")))
         if mods.optional:
@@ -357,10 +360,13 @@ def _flow_taken(flow: Flow, history: Sequence[dict[str, Any]]) -> set[tuple[str,
 def _flow_failure(step: FlowStep, entry: dict[str, Any]) -> set[tuple[str, str]]:
     found: set[tuple[str, str]] = set()
     message = str(entry.get("message") or "")
+    timed_out = (
+        message.startswith(TIMEOUT_TEXT) if isinstance(step, ActionStep) else TIMED_OUT in message
+    )
     if (
-        isinstance(step, ActionStep)
+        isinstance(step, ActionStep | CallStep)
         and step.mods.timeout is not None
-        and (message.startswith(TIMEOUT_TEXT) or entry.get("error_type") == "timeout")
+        and (timed_out or entry.get("error_type") == "timeout")
     ):
         found.add((step.id, "timeout"))
     if entry["type"] == "step.failed":

@@ -1,9 +1,10 @@
-"""Fakes a scenario installs for delegates and connector actions, and the calls they answer.
+"""Fakes a scenario installs for delegates, connector actions and called flows, and the calls
+they answer.
 
-A fake is installed where the engine looks for test doubles (the runtime's ``FAKES`` and
-``ACTION_FAKES``), so the step runs exactly as it would with real code: retries, ``onError``,
-``optional``, timeouts and history are the engine's own. Scenarios run one at a time in a process,
-so the tables are only ever filled by one scenario.
+A fake is installed where the engine looks for test doubles (the runtime's ``FAKES``,
+``ACTION_FAKES`` and ``CALL_FAKES``), so the step runs exactly as it would with real code:
+retries, ``onError``, ``optional``, timeouts and history are the engine's own. Scenarios run one
+at a time in a process, so the tables are only ever filled by one scenario.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from types import TracebackType
 from typing import Any
 
 from procflow.errors import ActionTimeout, NonRetryableError
+from procflow.model.flow.calls import call_steps
 from procflow.model.ir import Delegate, Flow, Process, ServiceTask
 from procflow.runtime.interpret.actions import ACTION_FAKES
 from procflow.runtime.interpret.context import StepContext
 from procflow.runtime.interpret.delegates import FAKES
+from procflow.runtime.interpret.flow_call import CALL_FAKES, CallAsk
 from procflow.testing.scenario_types import FakeSpec
 
 
@@ -48,7 +51,7 @@ class Fake:
         self.calls = calls
         self.produces_of = produces
 
-    def answer(self, ctx: StepContext) -> Any:
+    def answer(self, ctx: StepContext | CallAsk) -> Any:
         number = self.calls.record(self.spec.name)
         spec = self.spec
         timeout = ctx.timeout
@@ -82,6 +85,10 @@ class Fake:
 
     def action(self, ctx: StepContext, **_args: Any) -> Any:
         return self.answer(ctx)
+
+    def call(self, ask: CallAsk) -> Any:
+        """A called flow: the child's output (the call step binds it), or its failure."""
+        return self.answer(ask)
 
 
 class InstalledFakes:
@@ -120,7 +127,11 @@ class InstalledFakes:
         self._saved.clear()
 
     def _targets(self, name: str, fake: Fake) -> Iterator[tuple[dict[Any, Any], Any, Any]]:
-        """Where ``name`` is installed: each delegate it names, or the connector action."""
+        """Where ``name`` is installed: each delegate it names, the flow a step calls, or the
+        connector action."""
+        if isinstance(self.chosen, Flow) and name in called_flows(self.chosen):
+            yield CALL_FAKES, name, fake.call
+            return
         delegates = {
             (s.action.module, s.action.attr)
             for s in (self.chosen.steps if isinstance(self.chosen, Process) else ())
@@ -133,6 +144,11 @@ class InstalledFakes:
         if not delegates and "." in name:
             connector, _, action = name.partition(".")
             yield ACTION_FAKES, (connector, action), fake.action
+
+
+def called_flows(flow: Flow) -> set[str]:
+    """The names of the flows ``flow``'s call steps start (recover steps included)."""
+    return {step.flow for step in call_steps(flow.steps + (flow.recover or ()))}
 
 
 @contextmanager

@@ -11,6 +11,7 @@ from procflow.errors import DurationError, InputError, ProcflowError
 from procflow.expr.duration import parse_duration
 from procflow.model.ir import (
     ActionStep,
+    CallStep,
     Delegate,
     Flow,
     FlowStep,
@@ -39,7 +40,7 @@ EXPECT_KEYS = (
     "status", "path", "visited", "not_visited", "waiting", "output", "bindings", "record",
     "error", "tasks", "outbox", "calls", "history", "runs",
 )  # fmt: skip
-WAIT_KINDS = ("timer", "retry", "poll", "event", "record", "task")
+WAIT_KINDS = ("timer", "retry", "poll", "event", "record", "task", "call")
 _LIST_OF_NAMES = ("path", "visited", "not_visited", "history")
 _MAPS = ("output", "bindings", "record", "calls")
 HTTP_REQUEST = "http.request"
@@ -313,18 +314,21 @@ def _is_list_of(node: YNode, kind: type) -> bool:
 @dataclass(frozen=True)
 class FakeNames:
     """The names a fake may have: the delegates (``X``, ``custom.X``) and connector actions
-    (``search.status``) of the definition under test, and the actions it calls over HTTP."""
+    (``search.status``) of the definition under test, the flows it calls, and the actions it
+    calls over HTTP."""
 
     names: frozenset[str]
     http_steps: tuple[str, ...]
+    kinds: str = "delegate or connector action"
 
     @classmethod
     def of(cls, definition: object, chosen: Process | Flow) -> FakeNames:
         if isinstance(chosen, Flow):
             steps = list(_flow_steps(chosen.steps, chosen.recover))
             names = {f"{s.connector}.{s.action}" for s in steps if isinstance(s, ActionStep)}
+            names |= {s.flow for s in steps if isinstance(s, CallStep)}
             http = tuple(s.id for s in steps if isinstance(s, ActionStep) and s.connector == "http")
-            return cls(frozenset(names), http)
+            return cls(frozenset(names), http, "connector action or called flow")
         names = set()
         for step in chosen.steps:
             if isinstance(step, ServiceTask) and isinstance(step.action, Delegate):
@@ -342,7 +346,7 @@ class FakeNames:
             known = sorted(self.names)
             diags.error(
                 pos,
-                f"fakes: [{name}] is not a delegate or connector action of the definition"
+                f"fakes: [{name}] is not a {self.kinds} of the definition"
                 f"{suggest(name, known)} (known: {', '.join(known) or 'none'})",
             )
 

@@ -14,6 +14,7 @@ from procflow.model.ir import Application, Flow, Process
 from procflow.model.reading.yamlsrc import YMap, YNode, YScalar, YSeq, load_yaml, to_plain
 from procflow.model.source import Diagnostic, Diagnostics, Pos, suggest
 from procflow.model.validate import load_file
+from procflow.testing.project_flows import ProjectFlows
 from procflow.testing.scenario_checks import Checker, FakeNames
 from procflow.testing.scenario_types import Action, FakeSpec, Scenario, TestFile
 
@@ -57,7 +58,13 @@ def _load(root: YNode, path: str, diags: Diagnostics) -> TestFile | None:
     if target is None or chosen is None:
         return None
     definition_path = _relative(path, _text(top.get("tests")) or "")
-    return TestFile(path, definition_path, target, chosen, scenarios)
+    callees: tuple[str, ...] = ()
+    if isinstance(chosen, Flow):
+        project = ProjectFlows.around(chosen, definition_path)
+        for scenario in scenarios:
+            project.check_reachable(diags, chosen, scenario.name, scenario.pos, scenario.fakes)
+        callees = project.callees(chosen)
+    return TestFile(path, definition_path, target, chosen, scenarios, callees)
 
 
 def _text(node: YNode | None) -> str | None:

@@ -66,6 +66,7 @@ class TestFile:
     definition: Application | Flow
     process: Process | Flow  # the process (intent) or the flow under test
     scenarios: tuple[Scenario, ...]
+    callees: tuple[str, ...] = ()  # the files of the project's flows it calls, callees first
 
     @property
     def application(self) -> Application | None:

@@ -258,7 +258,8 @@ SHAPE_CASES = [
         "no construct",
         HEAD + "  - a: { description: x }\n",
         F + "5:8: error: step [a]: has no construct; a step holds exactly one of "
-        "<connector>.<action>, wait, wait_for, repeat, for_each, steps (a group), set, fail or call",
+        "<connector>.<action>, wait, wait_for, repeat, for_each, steps (a group), set, fail or "
+        "call",
     ),
     case(
         "misspelt construct",

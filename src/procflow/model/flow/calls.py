@@ -7,7 +7,7 @@ together, the flows already deployed): :func:`check_calls` checks that afterward
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from procflow.errors import ExprSyntaxError
@@ -24,8 +24,9 @@ __all__ = ["CallConstructs", "Signatures", "call_steps", "check_calls"]
 
 FLOW_NAME_HINT = "a flow's name, e.g. `call: provision-tenant`"
 
-Signatures = Mapping[str, Mapping[str, InputDecl]]
-"""The flows a call may name, each with its declared inputs."""
+Signatures = Mapping[str, Mapping[str, InputDecl] | None]
+"""The flows a call may name, each with its declared inputs (None: not known, as of a file with
+errors, so only the name is checked)."""
 
 
 class CallConstructs(StepCore):
@@ -105,19 +106,25 @@ def call_steps(steps: tuple[FlowStep, ...]) -> Iterator[CallStep]:
             yield from call_steps(recover)
 
 
-def check_calls(flow: Flow, known: Signatures) -> list[Diagnostic]:
+def check_calls(flow: Flow, known: Signatures, intents: Collection[str] = ()) -> list[Diagnostic]:
     """The problems of ``flow``'s call steps against the flows ``known``: an unknown flow (with
-    the nearest name), an unknown input, a missing required input, a literal of the wrong type."""
+    the nearest name), one of the intent processes ``intents`` (call starts flows only), an
+    unknown input, a missing required input, a literal of the wrong type."""
     out: list[Diagnostic] = []
     steps = call_steps(flow.steps + (flow.recover or ()))
     for step in steps:
-        inputs = known.get(step.flow)
         where = context_of(step.id)
-        if inputs is None:
+        if step.flow in intents:
+            message = f"call: [{step.flow}] is an intent process; call starts flows only"
+            out.append(_error(step.flow_pos, where, message))
+            continue
+        if step.flow not in known:
             message = f"call: no flow [{step.flow}] is deployed or validated with this file"
             out.append(_error(step.flow_pos, where, message + suggest(step.flow, known)))
             continue
-        out.extend(_check_inputs(step, inputs, where))
+        inputs = known[step.flow]
+        if inputs is not None:
+            out.extend(_check_inputs(step, inputs, where))
     return out
 
 

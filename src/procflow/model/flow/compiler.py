@@ -52,8 +52,10 @@ TOP = "flow"
 def compile_flow(
     root: YNode, file: str, project_dir: str, diags: Diagnostics, registry: ConnectorRegistry
 ) -> Flow | None:
-    """Compile one flow file; ``None`` when it has errors (all of them are in ``diags``)."""
-    errors_before = _errors(diags)
+    """Compile one flow file as far as it goes: every problem goes to ``diags``, and a file with
+    errors still gives its flow without the steps that had them (the calls of files validated
+    together are checked on it); ``None`` when not even its name and a step compiled. Only a
+    flow without errors may be deployed or run: the caller decides by ``diags``."""
     reader = Reader(diags)
     top = reader.map(root, TOP, "a flow file")
     if top is None:
@@ -63,11 +65,7 @@ def compile_flow(
     # manifest problems are reported in the manifests' own files, for the connectors used
     for name in sorted(compiler.looked_up):
         diags.extend(registry.diagnostics_for(name))
-    return flow if _errors(diags) == errors_before else None
-
-
-def _errors(diags: Diagnostics) -> int:
-    return sum(1 for d in diags.items if d.severity == "error")
+    return flow
 
 
 class _FlowCompiler:

@@ -10,6 +10,7 @@ from types import FrameType
 
 from procflow.model.validate import import_compilers
 from procflow.runtime.engine import Engine
+from procflow.runtime.schedules.slots import warm_calendars
 from procflow.runtime.work.observe import Observer
 from procflow.runtime.work.run_logs import with_run_logs
 
@@ -25,6 +26,13 @@ def tune_gc() -> None:
     import_compilers()
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
+
+
+def warm_up(engine: Engine) -> None:
+    """What a due slot would load on its first firing, loaded on start when the store has an
+    armed schedule (before :func:`tune_gc`, so that it is frozen with the rest)."""
+    if engine.store.read().next_schedule_due() is not None:
+        warm_calendars()
 
 
 def run_worker(
@@ -67,6 +75,7 @@ def run_worker(
         for e in engines:
             e.loop.advancer.observer = with_run_logs(observer, e.lease_owner)
         beats = [e.heartbeat(stop) for e in engines]
+        warm_up(engines[0])
         tune_gc()
         for e in engines:
             log.info("worker started", extra={"worker": e.lease_owner})

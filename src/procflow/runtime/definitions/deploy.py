@@ -1,4 +1,5 @@
-"""Deploying definition files: validate completely, then store new versions in one transaction.
+"""Deploying definition files: validate completely (the calls across the files and the deployed
+flows included), then store new versions in one transaction.
 
 An intent file defines one definition per process (its versions share the file's source) plus
 the entities and seeds the processes run on. Identical content deploys nothing new.
@@ -7,7 +8,7 @@ the entities and seeds the processes run on. Identical content deploys nothing n
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ from procflow.model.validate import Loaded, load_file, load_text
 from procflow.runtime.clock import micros
 from procflow.runtime.data.records import seed_rows
 from procflow.runtime.definitions.budgets import declare_budgets
+from procflow.runtime.definitions.callees import checked_files
 from procflow.runtime.definitions.catalog import Catalog, event_retention
 from procflow.runtime.interpret.flow_state import FlowIndex
 from procflow.store.store import Tx
@@ -42,9 +44,7 @@ def compile_for_deploy(
     return loaded, loaded.source  # the text validated, not a second read of the file
 
 
-def compile_text_for_deploy(
-    text: str, file: str, project_dir: str | None, max_file_size: int
-) -> Loaded:
+def sent_text(text: str, file: str, project_dir: str | None, max_file_size: int) -> Loaded:
     """A definition file's text, sent rather than read (the HTTP API), compiled as the file
     ``file`` (its name decides the dialect) with ``project_dir`` as its project folder (None:
     the working directory). Newlines are normalised as a file read is, so the same file sent or
@@ -57,10 +57,7 @@ def compile_text_for_deploy(
         )
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    loaded = load_text(text, file, project_dir)
-    if not loaded.ok or loaded.definition is None:
-        raise DefinitionError(loaded.diagnostics)
-    return loaded
+    return load_text(text, file, project_dir)
 
 
 OnFlow = Callable[[Tx, Flow], None]
@@ -70,47 +67,59 @@ OnApp = Callable[[Tx, Application], None]
 """The same for an intent file (the engine arms its ``schedules:``)."""
 
 
-def deploy_path(
-    catalog: Catalog, path: str, now: int, max_file_size: int, on_flow: OnFlow | None = None,
-    on_app: OnApp | None = None,
+def deploy_paths(
+    catalog: Catalog, paths: Sequence[str], now: int, max_file_size: int,
+    on_flow: OnFlow | None = None, on_app: OnApp | None = None,
 ) -> list[Deployed]:  # fmt: skip
-    """Validate ``path`` completely, then store its new versions in one transaction."""
-    loaded, source = compile_for_deploy(path, catalog.project_dir, max_file_size)
-    return _store(catalog, loaded, source, now, on_flow, on_app)
+    """Validate every file of ``paths`` completely, their calls across them and the deployed
+    flows included, then store their new versions in one transaction: a file refused refuses
+    them all, so a flow is never stored without a flow it calls from the same deploy."""
+    read = [load_file(path, catalog.project_dir, max_size=max_file_size) for path in paths]
+    return _store(catalog, checked_files(catalog, read), now, on_flow, on_app)
 
 
 def deploy_sent(
     catalog: Catalog, text: str, file: str, now: int, max_file_size: int,
     on_flow: OnFlow | None = None, on_app: OnApp | None = None,
 ) -> tuple[list[Deployed], Loaded]:  # fmt: skip
-    """Deploy a file's text sent as ``file`` (see ``compile_text_for_deploy``); also returns
-    what compiling it found (its warnings)."""
-    loaded = compile_text_for_deploy(text, file, catalog.project_dir, max_file_size)
-    return _store(catalog, loaded, loaded.source, now, on_flow, on_app), loaded
+    """Deploy a file's text sent as ``file`` (see :func:`sent_text`), its calls checked against
+    the deployed flows and itself; also returns what compiling it found (its warnings)."""
+    loaded = checked_files(catalog, [sent_text(text, file, catalog.project_dir, max_file_size)])[0]
+    return _store(catalog, [loaded], now, on_flow, on_app), loaded
 
 
 def _store(
-    catalog: Catalog, loaded: Loaded, source: str, now: int, on_flow: OnFlow | None,
+    catalog: Catalog, files: Sequence[Loaded], now: int, on_flow: OnFlow | None,
+    on_app: OnApp | None,
+) -> list[Deployed]:  # fmt: skip
+    done: list[Deployed] = []
+    with catalog.store.tx() as tx:
+        tx.lock_deploys()  # a concurrent deploy waits, then sees this one's versions
+        for loaded in files:
+            done += _store_file(tx, catalog, loaded, now, on_flow, on_app)
+    return done
+
+
+def _store_file(
+    tx: Tx, catalog: Catalog, loaded: Loaded, now: int, on_flow: OnFlow | None,
     on_app: OnApp | None,
 ) -> list[Deployed]:  # fmt: skip
     definition = loaded.definition
     assert definition is not None
     project = catalog.project_dir or definition.project_dir
-    with catalog.store.tx() as tx:
-        tx.lock_deploys()  # a concurrent deploy waits, then sees this one's versions
-        if isinstance(definition, Flow):
-            # Runs stay on the version they started with, so the event retention is the
-            # longest lookback ever deployed (it only grows), not just the latest one's.
-            lookback = longest_lookback(FlowIndex(definition))
-            if lookback > event_retention(tx):
-                tx.meta_set("event_retention", str(lookback))
-            declare_budgets(tx, definition)
-        done = deploy(tx, definition, source, definition.file, project, now)
-        if isinstance(definition, Flow) and on_flow is not None:
-            on_flow(tx, definition)
-        if isinstance(definition, Application) and on_app is not None:
-            on_app(tx, definition)
-        return done
+    if isinstance(definition, Flow):
+        # Runs stay on the version they started with, so the event retention is the
+        # longest lookback ever deployed (it only grows), not just the latest one's.
+        lookback = longest_lookback(FlowIndex(definition))
+        if lookback > event_retention(tx):
+            tx.meta_set("event_retention", str(lookback))
+        declare_budgets(tx, definition)
+    done = deploy(tx, definition, loaded.source, definition.file, project, now)
+    if isinstance(definition, Flow) and on_flow is not None:
+        on_flow(tx, definition)
+    if isinstance(definition, Application) and on_app is not None:
+        on_app(tx, definition)
+    return done
 
 
 def longest_lookback(index: FlowIndex) -> int:

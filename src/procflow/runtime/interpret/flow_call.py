@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 
-from procflow.errors import CallRefused, ExprError, InputError
+from procflow.errors import ActionTimeout, CallRefused, ExprError, InputError, NonRetryableError
 from procflow.expr import EvalContext, render_value
 from procflow.model.ir import CallStep, Flow, FlowStep
 from procflow.runtime.clock import iso, micros
@@ -28,15 +28,32 @@ from procflow.states import RunStatus, TokenState
 from procflow.store.rows import RunRow, TokenRow
 
 __all__ = [
-    "CALL_FAKES", "MAX_DEPTH", "CallRefused", "CallTarget", "CallingMachine", "Stop",
-    "child_failure",
+    "CALL_FAKES", "MAX_DEPTH", "TIMED_OUT", "CallAsk", "CallRefused", "CallTarget",
+    "CallingMachine", "Stop", "child_failure",
 ]  # fmt: skip
 
 MAX_DEPTH = 16  # calls nested deeper than this fail their step: recursion terminates
 
-# Test doubles installed by ``procflow.testing``: flow name → a function of the rendered inputs
-# that returns the child's output or raises (the call then fails like a failed child).
-CALL_FAKES: dict[str, Callable[[dict[str, Any]], Any]] = {}
+TIMED_OUT = "did not end within"  # in the message of a call that timed out (route coverage)
+
+
+@dataclass(frozen=True)
+class CallAsk:
+    """What a test double of a called flow is asked: the rendered inputs, and which attempt of
+    which step asks (``fail: N`` counts attempts; ``takes`` is held against ``timeout``)."""
+
+    flow: str
+    step: str
+    inputs: dict[str, Any]
+    attempt: int
+    timeout: float | None  # the step's timeout in seconds, None without one
+
+
+# Test doubles installed by ``procflow.testing``: flow name → a function of the call that returns
+# the child's output or raises: the call then fails like a failed child (``error.type: call``);
+# :class:`~procflow.errors.NonRetryableError` skips the remaining retries, and a virtual
+# :class:`~procflow.errors.ActionTimeout` keeps the step waiting until its timeout runs out.
+CALL_FAKES: dict[str, Callable[[CallAsk], Any]] = {}
 
 
 class _Stop(Exception):
@@ -72,6 +89,7 @@ class CallingMachine(ThrottledMachine, Protocol):
     ) -> None: ...
     def fail(self, step: FlowStep, message: str, kind: str) -> None: ...
     def failed_attempt(self, step: CallStep, outcome: ActionAttempt) -> None: ...
+    def park(self, kind: str, due: int, extra: dict[str, Any]) -> None: ...
     def resolve_call(self, name: str) -> CallTarget: ...
 
 
@@ -80,6 +98,10 @@ def take_call(m: CallingMachine, step: CallStep, frame: Frame) -> None:
     child_id = frame.pop("call", None)
     if child_id is not None:
         _returned(m, step, child_id, m.token.data.pop("child", None))
+        return
+    timed_out = frame.pop("timed_out", None)
+    if timed_out is not None:  # a fake's virtual time ran past the step's timeout
+        m.failed_attempt(step, ActionAttempt(error=timed_out, kind="timeout"))
         return
     if over_budget(m, step):
         raise _Stop
@@ -92,7 +114,7 @@ def take_call(m: CallingMachine, step: CallStep, frame: Frame) -> None:
     given = to_json(given)
     fake = CALL_FAKES.get(step.flow)
     if fake is not None:
-        _faked(m, step, fake, given)
+        _faked(m, step, frame, fake, given if isinstance(given, dict) else {})
         return
     depth = int(m.current_run.state.get("depth", 0)) + 1
     if depth > MAX_DEPTH:
@@ -171,17 +193,37 @@ def child_failure(child_id: str, flow: str, child: dict[str, Any]) -> str:
 
 
 def _faked(
-    m: CallingMachine, step: CallStep, fake: Callable[[dict[str, Any]], Any], given: Any
-) -> None:
+    m: CallingMachine, step: CallStep, frame: Frame, fake: Callable[[CallAsk], Any],
+    given: dict[str, Any],
+) -> None:  # fmt: skip
+    """A call answered by a test double: no child run; a detached one goes on whatever the
+    double does (a detached child's end never reaches its parent)."""
+    timeout = step.mods.timeout.total_seconds() if step.mods.timeout is not None else None
+    ask = CallAsk(step.flow, step.id, given, m.token.attempt, timeout)
     try:
-        output = fake(given if isinstance(given, dict) else {})
+        output = fake(ask)
     except Exception as exc:  # a fake's failure stands for a failed child
-        m.failed_attempt(step, ActionAttempt(error=str(exc), kind="call"))
+        if step.detach:
+            m.complete(step, {"run_id": None})
+            return
+        if isinstance(exc, ActionTimeout):
+            _fake_ran_late(m, step, frame, exc)
+        final = isinstance(exc, NonRetryableError)
+        m.failed_attempt(step, ActionAttempt(error=str(exc), kind="call", final=final))
         return
     if step.detach:
         m.complete(step, {"run_id": None})
         return
     m.complete(step, {"run_id": None, "status": "completed", "output": to_json(output)})
+
+
+def _fake_ran_late(m: CallingMachine, step: CallStep, frame: Frame, exc: ActionTimeout) -> None:
+    """The faked child takes longer than the step's timeout: the step waits until the timeout
+    runs out on the virtual clock, then fails as a real call's timeout does."""
+    span = _span(timedelta(seconds=exc.seconds))
+    frame["timed_out"] = f"the faked run of {step.flow} {TIMED_OUT} {span}"
+    m.park("timer", m.tr.now + micros(timedelta(seconds=exc.seconds)), {})
+    raise _Stop
 
 
 def _span(value: timedelta) -> str:

@@ -78,4 +78,4 @@ def _refused(tx: Tx, parent: RunRow, child: ChildStart, message: str, now: int) 
     parent.status = RunStatus.RUNNING
     ended = {"run_id": child.run_id, "flow": child.flow, "status": "refused"}
     entry = HistoryRow(parent.seq, now, "call.ended", token.step, token.path, token.attempt, ended)
-    tx.wake_token(parent, token, entry)
+    tx.resume_token(parent, token, entry)

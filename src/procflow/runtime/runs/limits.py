@@ -102,5 +102,5 @@ def _start_queued(tx: Tx, token_id: int, run_id: str, now: int) -> bool:
     queued.status = RunStatus.RUNNING
     queued.seq += 1
     entry = HistoryRow(queued.seq, now, "run.dequeued", token.step, token.path, token.attempt)
-    tx.wake_token(queued, token, entry)
+    tx.resume_token(queued, token, entry)
     return True

@@ -138,11 +138,9 @@ class FlowStarts:
     def write(self, tx: Tx) -> bool:
         if not self.runs:
             return True
-        if len(tx.insert_new_runs(self.runs)) != len(self.runs):
+        inserted = tx.insert_started_runs(self.runs, self.scopes, self.tokens, self.history)
+        if len(inserted) != len(self.runs):
             return False
-        tx.put_scopes(self.scopes)
-        tx.insert_new_tokens(self.tokens)
-        tx.append_history_many(self.history)
         tx.notify()
         return True
 

@@ -69,14 +69,14 @@ def _fire_group(host: RunHost, now: int, size: int) -> list[tuple[ScheduleRow, F
             rows = rows[:1]  # a sweep's batch is a transaction of its own
         else:
             rows = list(takewhile(lambda r: not is_sweep(r), rows))
-        # The runs each schedule last started, read once for the group (one statement, not one
-        # a slot): most have ended by the next slot.
-        known = tx.runs_by_id([i for row in rows for i in row.open_runs])
+        # The runs each schedule last started that are still open, read once for the group
+        # (one statement, not one a slot): most have ended by the next slot.
+        known = tx.live_runs_by_id([i for row in rows for i in row.open_runs])
         starts = FlowStarts()  # the group's runs, written together
         out = [(row, fire_slot(host, tx, row, now, known, starts)) for row in rows]
         if not starts.write(tx):
             raise _StartKeyTaken  # a slot's run is there already: undo the group
-        tx.save_schedules([row for row, _ in out])
+        tx.save_fired([row for row, _ in out])
         if out:
             faults.point("slot_fired")  # their runs inserted, nothing committed
         return out
@@ -228,9 +228,10 @@ def slot_key(key: str, slot: int) -> str:
 
 
 def open_runs_of(tx: Tx, row: ScheduleRow, known: dict[str, RunRow] | None = None) -> list[RunRow]:
-    """The runs ``row`` started that have not ended (the row's list pruned of ended ones)."""
+    """The runs ``row`` started that have not ended (the row's list pruned of ended ones).
+    ``known``: at least those of them still open, as already read in this transaction."""
     if known is None:
-        known = tx.runs_by_id(row.open_runs) if row.open_runs else {}
+        known = tx.live_runs_by_id(row.open_runs)
     runs = known
     live = [runs[i] for i in row.open_runs if i in runs and runs[i].status not in ENDED]
     row.open_runs = [r.id for r in live]

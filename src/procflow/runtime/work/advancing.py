@@ -73,6 +73,8 @@ class Advancer:
         self._stores: list[Store] = []
         self._stores_lock = threading.Lock()
         self._loop_thread: threading.Thread | None = None
+        # A round's call steps resolve each called flow once: name -> its target, or why not.
+        self._targets: dict[str, CallTarget | CallRefused] = {}
 
     # --- contexts ---------------------------------------------------------------------------
 
@@ -133,17 +135,30 @@ class Advancer:
         )  # fmt: skip
 
     def call_target(self, name: str) -> CallTarget:
-        """The newest enabled version of flow ``name``, for a call step starting now."""
+        """The newest enabled version of flow ``name``, for a call step starting now: read once
+        a round (the round's steps are made at one instant), not once for each child."""
+        found = self._targets.get(name)
+        if found is None:
+            try:
+                found = self._read_target(name)
+            except CallRefused as exc:
+                found = exc
+            self._targets[name] = found
+        if isinstance(found, CallRefused):
+            raise CallRefused(str(found))
+        return found
+
+    def _read_target(self, name: str) -> CallTarget:
         reader = self.reader()
-        found = reader.latest_version_enabled(name)
+        found = reader.latest_version_id(name)
         if found is None:
             raise CallRefused(f"no flow [{name}] is deployed")
-        version, enabled = found
-        if version.dialect != "flow":
+        version_id, dialect, enabled = found
+        if dialect != "flow":
             raise CallRefused(f"[{name}] is an intent process; call starts flows")
         if not enabled:
             raise CallRefused(f"flow [{name}] is disabled; enable it to start runs")
-        return CallTarget(version.id, self.host.catalog.flow(version.id, reader)[1])
+        return CallTarget(version_id, self.host.catalog.flow(version_id, reader)[1])
 
     def _load_related(self, entity: str, id_: int) -> dict[str, Any] | None:
         row = self.reader().record(entity, id_)
@@ -200,6 +215,7 @@ class Advancer:
         """What a batch's attempts at ``now`` call: :meth:`attempt`, or while neither metrics
         nor traces are on, :meth:`plain_attempt` (chosen once a batch: two calls less per
         attempt, on the path every transition takes; a partial adds no Python frame)."""
+        self._targets = {}  # a new round: deploys and disables since then are seen
         observer = self.observer
         if (observer is NO_OBSERVER or not observer.wants_attempts) and not tracing_enabled():
             return functools.partial(self.plain_attempt, now=now)

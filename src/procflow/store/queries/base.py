@@ -29,7 +29,7 @@ class Queries:
             for sql, params in statements:
                 self.c.execute(sql, params)
             return
-        chained = _with_chain(tuple(sql for sql, _ in statements))
+        chained = with_chain(tuple(sql for sql, _ in statements))
         self.c.execute(chained, [value for _, params in statements for value in params])
 
 
@@ -50,7 +50,7 @@ def marks(count: int) -> str:
 
 
 @lru_cache(maxsize=64)
-def _with_chain(statements: tuple[str, ...]) -> str:
+def with_chain(statements: tuple[str, ...]) -> str:
     """``WITH w0 AS (s0), w1 AS (s1) s2``: the statements as one (parameters stay in order)."""
     *first, last = statements
     if not first:

@@ -6,11 +6,6 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from procflow.store.queries.base import ENDED_SQL, Queries
-from procflow.store.queries.history import INSERT_HISTORY, history_values
-from procflow.store.queries.runs import SAVE_RUN, run_values
-from procflow.store.queries.timers import DELETE_TIMERS_OF_TOKEN
-from procflow.store.queries.tokens import UPDATE_TOKEN, token_values
-from procflow.store.rows import HistoryRow, RunRow, TokenRow
 
 
 class CallRow(NamedTuple):
@@ -70,15 +65,3 @@ class CallQueries(Queries):
             (parent_id,),
         ).fetchall()
         return [str(r[0]) for r in rows]
-
-    def wake_token(self, run: RunRow, token: TokenRow, entry: HistoryRow) -> None:
-        """A waiting token of ``run`` handed what it waited for (a child's end): the token's row
-        as it now is, its timers deleted, ``entry`` appended, the run saved with its lease
-        released."""
-        assert token.id is not None
-        self.write_together([
-            (UPDATE_TOKEN, token_values(token)),
-            (DELETE_TIMERS_OF_TOKEN, (token.id,)),
-            (INSERT_HISTORY, history_values(run.id, entry)),
-            (SAVE_RUN, run_values(run, None, None)),
-        ])  # fmt: skip

@@ -55,6 +55,17 @@ class DefinitionQueries(Queries):
         ).fetchone()
         return (VersionRow(*row[:-1]), bool(row[-1])) if row else None
 
+    def latest_version_id(self, name: str) -> tuple[int, str, bool] | None:
+        """(id, dialect, enabled) of the latest version of ``name``: what a call step resolves
+        with every child it starts, without the version's source (its compiled form is
+        cached by id)."""
+        row = self.c.execute(
+            "SELECT v.id, v.dialect, d.enabled FROM versions v JOIN definitions d "
+            "ON d.name=v.name AND d.latest=v.version WHERE d.name=?",
+            (name,),
+        ).fetchone()
+        return (int(row[0]), str(row[1]), bool(row[2])) if row else None
+
     def version(self, version_id: int) -> VersionRow:
         row = self.c.execute("SELECT * FROM versions WHERE id=?", (version_id,)).fetchone()
         if row is None:

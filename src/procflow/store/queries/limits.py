@@ -6,6 +6,11 @@ from __future__ import annotations
 import json
 
 from procflow.store.queries.base import Queries
+from procflow.store.queries.history import INSERT_HISTORY, history_values
+from procflow.store.queries.runs import SAVE_RUN, run_values
+from procflow.store.queries.timers import DELETE_TIMERS_OF_TOKEN
+from procflow.store.queries.tokens import UPDATE_TOKEN, token_values
+from procflow.store.rows import HistoryRow, RunRow, TokenRow
 
 
 class LimitQueries(Queries):
@@ -52,6 +57,18 @@ class LimitQueries(Queries):
             (flow, f"queue:{flow}", limit * 4),
         ).fetchall()
         return [str(r[0]) for r in rows]
+
+    def resume_token(self, run: RunRow, token: TokenRow, entry: HistoryRow) -> None:
+        """A waiting token of ``run`` made ready (a queued run given its place, a call's child
+        refused): the token's row, its timers deleted, ``entry`` appended, the run saved with
+        its lease released."""
+        assert token.id is not None
+        self.write_together([
+            (UPDATE_TOKEN, token_values(token)),
+            (DELETE_TIMERS_OF_TOKEN, (token.id,)),
+            (INSERT_HISTORY, history_values(run.id, entry)),
+            (SAVE_RUN, run_values(run, None, None)),
+        ])  # fmt: skip
 
     # --- throttles --------------------------------------------------------------------------
 

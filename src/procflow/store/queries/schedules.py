@@ -22,6 +22,21 @@ _SAVE = (
     "buffers=?, error=?, sweep=? WHERE key=?"
 )
 
+# What firing a flow schedule's slot changes (its spec, plan, pause and sweep stay as read).
+_SAVE_FIRED = (
+    "UPDATE schedules SET next_slot=?, due_at=?, buffered=?, open_runs=?, last_slot=?, "
+    "last_run=?, started=?, skipped=?, missed=?, buffers=?, error=? WHERE key=?"
+)
+_SAVE_FIRED_ARRAYS = (
+    "UPDATE schedules AS s SET next_slot=u.next_slot, due_at=u.due_at, buffered=u.buffered, "
+    "open_runs=u.open_runs, last_slot=u.last_slot, last_run=u.last_run, started=u.started, "
+    "skipped=u.skipped, missed=u.missed, buffers=u.buffers, error=u.error "
+    "FROM unnest(?::bigint[], ?::bigint[], ?::bigint[], ?::text[], ?::bigint[], ?::text[], "
+    "?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[], ?::text[]) AS u(next_slot, "
+    "due_at, buffered, open_runs, last_slot, last_run, started, skipped, missed, buffers, error, "
+    "key) WHERE s.key=u.key"
+)
+
 
 def schedule_row(row: Sequence[Any]) -> ScheduleRow:
     (key, flow, name, spec, plan, paused, note, disabled, next_slot, due_at, buffered, open_runs,
@@ -49,9 +64,15 @@ class ScheduleQueries(Queries):
         """Write every column of ``s`` but its key, flow and name."""
         self.c.execute(_SAVE, (*_values(s)[3:], s.key))
 
-    def save_schedules(self, rows: Sequence[ScheduleRow]) -> None:
-        """:meth:`save_schedule` of each of ``rows``, in one statement."""
-        self.c.executemany(_SAVE, [(*_values(s)[3:], s.key) for s in rows])
+    def save_fired(self, rows: Sequence[ScheduleRow]) -> None:
+        """Write what firing their slots changed of flow schedules' ``rows`` (locked in this
+        transaction): the armed slot, open runs, last run, counts and error; one statement
+        over arrays where the backend takes them."""
+        self.b.batch(
+            _SAVE_FIRED, _SAVE_FIRED_ARRAYS,
+            [(s.next_slot, s.due_at, s.buffered, dumps(s.open_runs), s.last_slot, s.last_run,
+              s.started, s.skipped, s.missed, s.buffers, s.error, s.key) for s in rows],
+        )  # fmt: skip
 
     def delete_schedule(self, key: str) -> None:
         self.c.execute("DELETE FROM schedules WHERE key=?", (key,))

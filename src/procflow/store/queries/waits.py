@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from procflow.store.queries.base import Queries
+from procflow.store.queries.base import Queries, marks
 from procflow.store.queries.runs import RUN_COLS, run_row
 from procflow.store.queries.tokens import TOKEN_COLS, token_row
 from procflow.store.rows import RunRow, TokenRow
@@ -16,6 +16,11 @@ _TOKEN = f"SELECT {TOKEN_COLS} FROM tokens WHERE id="
 _TAKE_TOKEN = (
     "WITH taken AS (DELETE FROM waits WHERE token_id=? RETURNING token_id) "
     f"{_TOKEN}(SELECT token_id FROM taken)"
+)
+
+_TAKE_TOKENS = (  # token ids as an array: one statement, whatever their number
+    "WITH taken AS (DELETE FROM waits WHERE token_id = ANY(?::bigint[]) RETURNING token_id) "
+    f"SELECT {TOKEN_COLS} FROM tokens WHERE id IN (SELECT token_id FROM taken) ORDER BY id"
 )
 
 _DELETE_OF_TOKEN = "DELETE FROM waits WHERE token_id=?"
@@ -108,6 +113,43 @@ class WaitQueries(Queries):
         else:
             row = None
         return None if row is None else token_row(row)
+
+    def take_call_waits(self, child_ids: Sequence[str]) -> list[tuple[str, RunRow, TokenRow]]:
+        """The parents waiting on these children (ended), each as (child id, parent run locked
+        as it is now, the token whose wait was taken), in token order. One statement locks the
+        parents, in run id order as :meth:`waiting_runs_for_update` does (so two of these never
+        deadlock); one more takes their waits and reads the tokens, under those locks: a wait
+        that a call's timeout took first is gone, and its token is not returned. A parent
+        waiting on two of the children is one row, returned twice."""
+        if not child_ids:
+            return []
+        lock = f"{self.b.for_update} OF r" if self.b.for_update else ""
+        rows = self.c.execute(
+            f"SELECT w.token_id, w.keys, {_RUN_COLS_R} FROM waits w JOIN runs r ON r.id=w.run_id "
+            f"WHERE w.type='call' AND w.keys IN ({marks(len(child_ids))}) "
+            f"ORDER BY r.id, w.token_id{lock}",
+            list(child_ids),
+        ).fetchall()
+        runs: dict[str, RunRow] = {}
+        waiting: dict[int, tuple[str, RunRow]] = {}
+        for row in rows:
+            run = runs.setdefault(str(row[2]), run_row(row[2:]))
+            waiting[int(row[0])] = (str(row[1]), run)
+        if not waiting:
+            return []
+        if self.b.writes_in_with:
+            found = self.c.execute(_TAKE_TOKENS, (list(waiting),)).fetchall()
+        else:
+            ids = list(waiting)
+            taken = self.c.execute(
+                f"DELETE FROM waits WHERE token_id IN ({marks(len(ids))}) RETURNING token_id", ids
+            ).fetchall()
+            found = self.c.execute(
+                f"SELECT {TOKEN_COLS} FROM tokens WHERE id IN ({marks(len(taken))}) ORDER BY id",
+                [row[0] for row in taken],
+            ).fetchall()
+        tokens = [token_row(row) for row in found]
+        return [(*waiting[int(t.id or 0)], t) for t in tokens]
 
     def delete_waits_of_tokens(self, token_ids: Sequence[int]) -> None:
         self.b.batch(_DELETE_OF_TOKEN, _DELETE_OF_TOKENS, [(i,) for i in token_ids])
