@@ -24,7 +24,8 @@ def test_the_examples_scenarios_pass() -> None:
 def test_the_examples_scenarios_take_every_route() -> None:
     suite = run_suite([str(EXAMPLES)])
     assert suite.ok
-    assert len(suite.coverage) == 5  # orders, provisioning, onboarding, reminders, nightly-report
+    # orders, provisioning, onboarding, reminders, nightly-report, customer-sync
+    assert len(suite.coverage) == 6
     for one in suite.coverage:
         assert one.percent == 100.0, "\n".join(r.describe() for r in one.untaken)
         assert one.steps_hit == set(one.steps)
