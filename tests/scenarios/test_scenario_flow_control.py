@@ -105,7 +105,9 @@ def test_runs_an_event_triggers_queue_behind_the_scenarios_own_run(project: Proj
           - name: one sync per message
             given: { inputs: { click: { message: m1 } } }
             do:
+              - advance: 100ms  # runs started at one instant have no order between them
               - event: { type: slack.approval, data: { message: m1 } }
+              - advance: 100ms
               - event: { type: slack.approval, data: { message: m2 } }
               - expect:
                   waiting: { step: hold, kind: timer }
