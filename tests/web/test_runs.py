@@ -197,3 +197,8 @@ def test_the_waiting_filter_offers_and_applies_queue_and_throttle(web: Web) -> N
     assert run_links(web.page("/ui/runs?waiting=queue")) == [queued]
     assert run_links(web.page("/ui/runs?waiting=throttle")) == [throttled]
     assert "selected>throttle</option>" in web.page("/ui/runs?waiting=throttle")
+    # The timeline filters by flow control's entries too.
+    web.engine.advance("1h")
+    for run_id, entry in ((queued, "run.dequeued"), (throttled, "step.throttled")):
+        typed = web.page(f"/ui/runs/{run_id}?type={entry}")
+        assert re.findall(r'<td data-label="Type">([^<]+)</td>', typed) == [entry]
