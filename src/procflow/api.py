@@ -150,16 +150,24 @@ class Runs:
 
     def page(
         self, status: str | None = None, name: str | None = None, *,
-        limit: int = DEFAULT_PAGE, cursor: str | None = None,
+        limit: int = DEFAULT_PAGE, cursor: str | None = None, waiting_for: str | None = None,
     ) -> Page:  # fmt: skip
         """A page of runs (``runs list --json`` items), newest first, optionally of one status
-        and definition; give the same filters again with ``cursor``."""
+        and definition, and waiting for one kind (``queue``, ``throttle``, ``timer``…); give the
+        same filters again with ``cursor``."""
         before = _key(cursor, "runs", str)
-        return _page("runs", self._e.runs_page(status, name, limit=limit, before=before))
+        page = self._e.runs_page(status, name, limit=limit, before=before, waiting=waiting_for)
+        return _page("runs", page)
 
-    def list(self, status: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+    def list(
+        self, status: str | None = None, name: str | None = None, *, waiting_for: str | None = None
+    ) -> list[dict[str, Any]]:
         """Every run (``runs list --json`` items), newest first (read a page at a time)."""
-        return list(_every(lambda c: self.page(status, name, limit=MAX_PAGE, cursor=c)))
+        return list(
+            _every(
+                lambda c: self.page(status, name, limit=MAX_PAGE, cursor=c, waiting_for=waiting_for)
+            )
+        )
 
     def show(self, run_id: str, history: int | None = None) -> dict[str, Any]:
         return self._e.show(run_id, history)

@@ -182,8 +182,9 @@ HISTORY_TYPES = (
     "event.received", "task.created", "task.completed", "task.withdrawn", "var.produced",
     "var.cleared", "message.sent", "message.outboxed", "token.forked", "token.ended",
     "run.completed", "run.failed", "run.cancelled", "run.aborted", "run.retried",
+    "run.dequeued", "step.throttled",
 )  # fmt: skip
-"""Every history entry type, in the order a run meets them."""
+"""Every history entry type, in the order a run meets them (flow control's last)."""
 FAILURE_TYPES = ("step.failed", "attempt.failed", "run.failed", "run.aborted")
 """The history entry types that say something went wrong."""
 

@@ -140,6 +140,9 @@ class CountingObserver(Observer, ABC):
         for _, tr in steps:
             if tr.run.status in FINISHED:
                 self.count_finished(tr.run.name, tr.run.status)
+            for entry in tr.history:
+                if entry.type == "step.throttled" and entry.data is not None:
+                    self.count_throttled(str(entry.data["budget"]))
 
     @abstractmethod
     def count_attempt(
@@ -151,6 +154,11 @@ class CountingObserver(Observer, ABC):
     @abstractmethod
     def count_finished(self, definition: str, status: str) -> None:
         """A run of ``definition`` finished with ``status``."""
+
+    @abstractmethod
+    def count_throttled(self, budget: str) -> None:
+        """A step's attempt waited for the throttle budget ``budget`` (its name, or
+        ``FLOW/STEP``) instead of starting."""
 
 
 def outcome_of(ctx: AttemptCtx, outcome: Any) -> tuple[str, str]:
@@ -187,6 +195,7 @@ class StoreGauges:
     waiting: dict[str, int]  # what runs wait for -> runs (every kind, 0 included)
     open_tasks: int
     oldest_due_seconds: float  # how late the most overdue timer is; 0 when none is due
+    queued: dict[str, int] = field(default_factory=dict)  # flow -> runs queued (none: absent)
     read_at: float = field(default_factory=time.monotonic)
 
 
@@ -198,5 +207,6 @@ def read_gauges(reader: Tx) -> StoreGauges:
     now = store_now(reader)
     late = max(0.0, (now - due) / 1_000_000) if due is not None else 0.0
     return StoreGauges(
-        reader.run_counts_by_status_and_name(), waiting, reader.open_task_count(), late
-    )
+        reader.run_counts_by_status_and_name(), waiting, reader.open_task_count(), late,
+        reader.queued_run_counts(),
+    )  # fmt: skip
