@@ -20,6 +20,9 @@ from procflow.errors import (
     NotFoundError,
 )
 from procflow.runtime.engine import Engine
+from procflow.runtime.runs.limits import free_places
+from procflow.runtime.runs.starts import insert_flow_run
+from procflow.states import RunStatus
 
 SYNC = """
 flow: sync
@@ -119,6 +122,54 @@ def test_cancelling_a_queued_run_frees_no_place_and_skips_it(project: Project) -
     project.later("1h")
     assert project.statuses([first, second, third]) == ["completed", "cancelled", "waiting"]
     assert project.eng.show(third)["tokens"][0]["waiting_for"]["kind"] == "timer"
+
+
+def start_late(project: Project, read_at: int, **inputs: Any) -> str:
+    """A start whose caller read the clock at ``read_at`` and then waited (for the key's lock,
+    say) while the clock moved on: what a start does under load on a system clock."""
+    eng = project.eng
+    with eng.store.tx() as tx:
+        version = eng.catalog.startable(tx, "sync", "flow", "")
+        _, flow = eng.catalog.flow(version.id, tx)
+        run = insert_flow_run(tx, version.id, flow, {"fail": False, **inputs}, read_at)
+    assert run is not None
+    return run.id
+
+
+def test_a_start_is_stamped_when_its_key_was_locked_not_when_it_was_asked_for(
+    project: Project,
+) -> None:
+    # Its history then orders a key's runs as the lock did: runs queue in the order of their
+    # run.started instants, and none is shown taking a place before the end that freed it.
+    project.deploy("sync", SYNC)
+    asked = project.eng.now()
+    project.eng.advance("1m")
+    holder, queued = (start_late(project, asked, customer="a") for _ in range(2))
+    for run_id in (holder, queued):
+        shown = project.eng.show(run_id)
+        assert shown["history"][0]["at"] == "2027-01-01T00:01:00Z"
+        assert shown["started_at"] == "2027-01-01T00:01:00Z"
+    assert project.eng.show(queued)["history"][0]["queued"] is True
+
+
+def test_a_queued_run_starts_no_earlier_than_the_end_that_freed_its_place(
+    project: Project,
+) -> None:
+    # A worker's commit carries the instant its batch began; a run of the batch may have ended
+    # later than that: the dequeue is stamped at the end, not before it.
+    project.deploy("sync", SYNC)
+    holder, queued = (project.start("sync", customer="a") for _ in range(2))
+    project.eng.work()
+    batch_began = project.eng.now()
+    project.eng.advance("5s")
+    with project.eng.store.tx() as tx:
+        run = tx.run_for_update(holder)
+        assert run is not None
+        run.status, run.ended_at = RunStatus.COMPLETED, project.eng.now()
+        tx.save_run(run, None, None)
+        assert free_places(tx, [run], batch_began) == [queued]
+    dequeued = project.eng.show(queued)["history"][1]
+    assert (dequeued["type"], dequeued["at"]) == ("run.dequeued", "2027-01-01T00:00:05Z")
 
 
 def test_without_a_key_one_limit_holds_for_the_whole_flow(project: Project) -> None:

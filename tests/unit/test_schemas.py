@@ -31,8 +31,8 @@ from procflow.expr import parse_duration
 from procflow.model.access import ACTIONS
 from procflow.model.connectors.registry import ConnectorRegistry
 from procflow.model.flow import compiler as flow
-from procflow.model.flow import core as flow_core
 from procflow.model.flow import control as flow_control
+from procflow.model.flow import core as flow_core
 from procflow.model.flow import ids as flow_ids
 from procflow.model.flow import schedules as flow_schedules
 from procflow.model.intent import compiler as intent

@@ -5,6 +5,12 @@ A run over the limit is created waiting at its first step (a wait of kind ``queu
 that frees a place starts the oldest queued run of the key in the same transaction. A failed
 run keeps its place until it is retried to an end or cancelled. ``state["limit"]`` of a limited
 run: ``{"key": K, "holds": bool}``.
+
+A start and a dequeue are stamped with the store's clock read once the key's row is locked, not
+with the instant their caller read before (which may be older than the end its lock waited
+for): the history of a key then tells its runs' order as the lock gave it — runs queue in the
+order of their ``run.started`` instants, and no run is shown taking a place before the end that
+freed it.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import Any
 from procflow.errors import ExprError, InputError, LimitReached
 from procflow.expr import EvalContext, render, render_text
 from procflow.model.ir import Concurrency, Flow
-from procflow.runtime.clock import to_datetime
+from procflow.runtime.clock import store_now, to_datetime
 from procflow.runtime.data.inputs import input_env
 from procflow.states import ENDED, RunStatus, TokenState
 from procflow.store.rows import HistoryRow, RunRow
@@ -27,10 +33,12 @@ __all__ = ["Place", "free_places", "limit_key", "take_place"]
 
 @dataclass(frozen=True)
 class Place:
-    """Where a new run of a limited flow stands: its key, and whether it holds a place now."""
+    """Where a new run of a limited flow stands: its key, whether it holds a place now, and the
+    instant it starts (the store's clock once the key was locked)."""
 
     key: str
     holds: bool
+    at: int
 
 
 def limit_key(flow: Flow, limit: Concurrency, inputs: Mapping[str, Any], now: int) -> str:
@@ -53,9 +61,10 @@ def take_place(tx: Tx, flow: Flow, inputs: Mapping[str, Any], now: int) -> Place
     assert limit is not None
     key = limit_key(flow, limit, inputs, now)
     taken = tx.lock_places(flow.name, key)
+    at = max(now, store_now(tx))
     if taken < limit.limit:
         tx.add_places(flow.name, key, 1)
-        return Place(key, True)
+        return Place(key, True, at)
     if limit.on_limit == "refuse":
         of_key = f" for key {key}" if limit.key is not None else ""
         raise LimitReached(
@@ -63,7 +72,7 @@ def take_place(tx: Tx, flow: Flow, inputs: Mapping[str, Any], now: int) -> Place
             "it refuses starts over its limit (concurrency.on_limit: refuse)",
             flow=flow.name, key=key,
         )  # fmt: skip
-    return Place(key, False)
+    return Place(key, False, at)
 
 
 def free_places(tx: Tx, runs: list[RunRow], now: int) -> list[str]:
@@ -82,7 +91,7 @@ def free_places(tx: Tx, runs: list[RunRow], now: int) -> list[str]:
         # queue, and the loop ends when one started or none is left.
         while queued := tx.queued(run.name, key, 1):
             token_id, run_id = queued[0]
-            if _start_queued(tx, token_id, run_id, now):
+            if _start_queued(tx, token_id, run_id, max(now, run.ended_at or now)):
                 tx.add_places(run.name, key, 1)
                 started.append(run_id)
                 break
@@ -91,12 +100,15 @@ def free_places(tx: Tx, runs: list[RunRow], now: int) -> list[str]:
     return started
 
 
-def _start_queued(tx: Tx, token_id: int, run_id: str, now: int) -> bool:
+def _start_queued(tx: Tx, token_id: int, run_id: str, freed_at: int) -> bool:
+    """Start the queued run if it is still there (not cancelled meanwhile), stamped no earlier
+    than the end that freed its place, nor than any cancel this transaction waited for."""
     queued = tx.run_for_update(run_id)
     token = tx.take_waiting_token(token_id)
     if queued is None or token is None or queued.status in ENDED:
         tx.delete_waits_of_tokens([token_id])
         return False
+    now = max(freed_at, store_now(tx))
     token.state, token.wait, token.since = TokenState.READY, None, now
     queued.state.setdefault("limit", {})["holds"] = True
     queued.status = RunStatus.RUNNING

@@ -81,8 +81,8 @@ def insert_flow_run(
     first = flow.steps[0].id
     place = take_place(tx, flow, inputs, now) if flow.concurrency is not None else None
     run = insert_run_of(
-        tx, version_id, flow.name, first, inputs, now, start_key, by, schedule, place=place,
-        child=child,
+        tx, version_id, flow.name, first, inputs, place.at if place is not None else now,
+        start_key, by, schedule, place=place, child=child,
     )  # fmt: skip
     if run is None and place is not None and place.holds:
         tx.add_places(flow.name, place.key, -1)  # the start key was taken: no run, no place
