@@ -368,3 +368,42 @@ def test_runs_list_filters_queued_and_throttled_runs(project: Project) -> None:
         for kind in ("queue", "throttle")
     }
     assert by_kind == {"queue": [queued], "throttle": [throttled]}
+
+
+def test_a_new_version_raising_the_limit_starts_queued_runs_at_once(project: Project) -> None:
+    project.deploy("sync", SYNC)
+    ids = [project.start("sync", customer="a") for _ in range(4)]
+    assert project.statuses(ids) == ["waiting"] * 4
+    project.deploy("sync", SYNC.replace("limit: 1", "limit: 3"))
+    project.eng.work()
+    kinds = [project.eng.show(i)["tokens"][0]["waiting_for"]["kind"] for i in ids]
+    assert kinds == ["timer", "timer", "timer", "queue"]  # the two oldest queued got places
+    assert project.places("sync", "a") == 3
+
+
+def test_a_new_version_lowering_the_limit_passes_no_place_on_until_under_it(
+    project: Project,
+) -> None:
+    project.deploy("sync", SYNC.replace("limit: 1", "limit: 3"))
+    ids = [project.start("sync", customer="a") for _ in range(5)]
+    project.eng.work()
+    project.deploy("sync", SYNC)  # limit 1 now: 3 active, 2 queued
+    project.eng.cancel(ids[0])  # 2 active stay over the new limit: nobody starts
+    project.eng.work()
+    assert project.eng.show(ids[3])["tokens"][0]["waiting_for"]["kind"] == "queue"
+    project.eng.cancel(ids[1])
+    project.eng.cancel(ids[2])  # 0 active: the oldest queued run takes the one place
+    project.eng.work()
+    kinds = [project.eng.show(i)["tokens"][0]["waiting_for"]["kind"] for i in ids[3:]]
+    assert kinds == ["timer", "queue"]
+    assert project.places("sync", "a") == 1
+
+
+def test_a_new_version_without_a_limit_starts_every_queued_run(project: Project) -> None:
+    project.deploy("sync", SYNC)
+    ids = [project.start("sync", customer="a") for _ in range(3)]
+    project.eng.work()
+    project.deploy("sync", SYNC.replace('concurrency: { limit: 1, key: "{{ customer }}" }\n', ""))
+    project.eng.work()
+    kinds = [project.eng.show(i)["tokens"][0]["waiting_for"]["kind"] for i in ids]
+    assert kinds == ["timer"] * 3

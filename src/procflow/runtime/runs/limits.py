@@ -28,7 +28,7 @@ from procflow.states import ENDED, RunStatus, TokenState
 from procflow.store.rows import HistoryRow, RunRow
 from procflow.store.store import Tx
 
-__all__ = ["Place", "free_places", "limit_key", "take_place"]
+__all__ = ["Place", "free_places", "limit_key", "relimit", "take_place"]
 
 
 @dataclass(frozen=True)
@@ -60,15 +60,16 @@ def take_place(tx: Tx, flow: Flow, inputs: Mapping[str, Any], now: int) -> Place
     limit = flow.concurrency
     assert limit is not None
     key = limit_key(flow, limit, inputs, now)
-    taken = tx.lock_places(flow.name, key)
+    taken, newest = tx.lock_places(flow.name, key, limit.limit)
+    limit_now = limit.limit if newest is None else newest  # the newest version's governs
     at = max(now, store_now(tx))
-    if taken < limit.limit:
+    if taken < limit_now:
         tx.add_places(flow.name, key, 1)
         return Place(key, True, at)
     if limit.on_limit == "refuse":
         of_key = f" for key {key}" if limit.key is not None else ""
         raise LimitReached(
-            f"flow [{flow.name}] has {taken} of {limit.limit} places taken{of_key}; "
+            f"flow [{flow.name}] has {taken} of {limit_now} places taken{of_key}; "
             "it refuses starts over its limit (concurrency.on_limit: refuse)",
             flow=flow.name, key=key,
         )  # fmt: skip
@@ -85,18 +86,38 @@ def free_places(tx: Tx, runs: list[RunRow], now: int) -> list[str]:
             continue
         place["holds"] = False  # freed once, whatever saves the row later
         key = place["key"]
-        tx.lock_places(run.name, key)
+        taken, limit = tx.lock_places(run.name, key)
         tx.add_places(run.name, key, -1)
-        # Each try consumes the wait it looked at: a stale one (its run gone) never blocks the
-        # queue, and the loop ends when one started or none is left.
-        while queued := tx.queued(run.name, key, 1):
-            token_id, run_id = queued[0]
-            if _start_queued(tx, token_id, run_id, max(now, run.ended_at or now)):
-                tx.add_places(run.name, key, 1)
-                started.append(run_id)
-                break
+        room = 1 if limit is None else limit - (taken - 1)  # a lowered limit: none, or fewer
+        started += _fill(tx, run.name, key, room, max(now, run.ended_at or now))
     if started:
         tx.notify()
+    return started
+
+
+def relimit(tx: Tx, flow: Flow, now: int) -> list[str]:
+    """A new version of ``flow`` was deployed: its limit (none: no limit) governs every key from
+    now on; a raised one starts the queued runs it has room for, at once."""
+    limit = flow.concurrency.limit if flow.concurrency is not None else None
+    started: list[str] = []
+    for key in tx.set_limit(flow.name, limit):
+        taken, _ = tx.lock_places(flow.name, key)
+        room = len(tx.queued(flow.name, key, 1 << 30)) if limit is None else limit - taken
+        started += _fill(tx, flow.name, key, room, now)
+    if started:
+        tx.notify()
+    return started
+
+
+def _fill(tx: Tx, flow: str, key: str, room: int, freed_at: int) -> list[str]:
+    """Start up to ``room`` of the oldest runs queued on (``flow``, ``key``). Each try consumes
+    the wait it looked at: a stale one (its run gone) never blocks the queue."""
+    started: list[str] = []
+    while len(started) < room and (queued := tx.queued(flow, key, 1)):
+        token_id, run_id = queued[0]
+        if _start_queued(tx, token_id, run_id, freed_at):
+            tx.add_places(flow, key, 1)
+            started.append(run_id)
     return started
 
 

@@ -14,17 +14,27 @@ from procflow.store.rows import HistoryRow, RunRow, TokenRow
 
 
 class LimitQueries(Queries):
-    def lock_places(self, flow: str, key: str) -> int:
-        """The places of (``flow``, ``key``) taken, its row locked until commit: every start and
-        end of the key's runs passes here, one transaction at a time."""
+    def lock_places(self, flow: str, key: str, limit: int | None = None) -> tuple[int, int | None]:
+        """The places of (``flow``, ``key``) taken and its limit, its row locked until commit:
+        every start and end of the key's runs passes here, one transaction at a time. A new row
+        takes ``limit``."""
         self.c.execute(
-            "INSERT INTO limits(flow, key, active) VALUES (?, ?, 0) ON CONFLICT DO NOTHING",
-            (flow, key),
+            "INSERT INTO limits(flow, key, active, lim) VALUES (?, ?, 0, ?) ON CONFLICT DO NOTHING",
+            (flow, key, limit),
         )
         row = self.c.execute(
-            "SELECT active FROM limits WHERE flow=? AND key=?" + self.b.for_update, (flow, key)
+            "SELECT active, lim FROM limits WHERE flow=? AND key=?" + self.b.for_update,
+            (flow, key),
         ).fetchone()
-        return int(row[0])
+        return int(row[0]), None if row[1] is None else int(row[1])
+
+    def set_limit(self, flow: str, limit: int | None) -> list[str]:
+        """A new version's limit for every key of ``flow``; the keys with runs queued."""
+        self.c.execute("UPDATE limits SET lim=? WHERE flow=?", (limit, flow))
+        rows = self.c.execute(
+            "SELECT DISTINCT keys FROM waits WHERE kind='queue' AND type=?", (f"queue:{flow}",)
+        ).fetchall()
+        return sorted(str(r[0]) for r in rows)
 
     def add_places(self, flow: str, key: str, delta: int) -> None:
         self.c.execute(

@@ -10,6 +10,7 @@ CREATE TABLE limits (
     flow   TEXT NOT NULL,
     key    TEXT NOT NULL,
     active BIGINT NOT NULL DEFAULT 0,
+    lim    BIGINT,                            -- the newest version's limit (NULL: none known)
     PRIMARY KEY (flow, key)
 );
 

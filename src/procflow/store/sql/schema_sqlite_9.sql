@@ -10,6 +10,7 @@ CREATE TABLE limits (
     flow   TEXT NOT NULL,
     key    TEXT NOT NULL,
     active INTEGER NOT NULL DEFAULT 0,
+    lim    INTEGER,                            -- the newest version's limit (NULL: none known)
     PRIMARY KEY (flow, key)
 );
 
