@@ -539,7 +539,7 @@ output:
 """
 RUN_KEYS = [
     "id", "name", "dialect", "version", "status", "started_at", "ended_at", "business_key",
-    "record", "tokens", "bindings", "vars", "output", "error", "history",
+    "record", "parent", "children", "tokens", "bindings", "vars", "output", "error", "history",
 ]  # fmt: skip
 
 

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.empty_store  # `db init` makes each store, as a user wo
 
 RUN_KEYS = [
     "id", "name", "dialect", "version", "status", "started_at", "ended_at", "business_key",
-    "record", "tokens", "bindings", "vars", "output", "error", "history",
+    "record", "parent", "children", "tokens", "bindings", "vars", "output", "error", "history",
 ]  # fmt: skip
 
 NAP = """\

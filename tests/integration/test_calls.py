@@ -184,7 +184,9 @@ def test_the_parent_waits_holding_no_lease_while_the_child_waits(project: Projec
     ).fetchone()
     assert tuple(leased) == ("waiting", None, None)
     [token] = project.show(rid)["tokens"]
-    assert token["waiting_for"] == {"kind": "call", "run_id": child.id, "flow": "sleeper"}
+    waiting = token["waiting_for"]
+    assert (waiting["kind"], waiting["run_id"], waiting["flow"]) == ("call", child.id, "sleeper")
+    assert waiting["child"]["status"] == "waiting"
     project.eng.advance("1h")
     project.eng.work()
     assert project.show(rid)["status"] == "completed"

@@ -765,7 +765,7 @@ def test_timers_never_fire_early_and_set_clock_only_moves_forward(project: Proje
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 TOP_KEYS = [
     "id", "name", "dialect", "version", "status", "started_at", "ended_at", "business_key",
-    "record", "tokens", "bindings", "vars", "output", "error", "history",
+    "record", "parent", "children", "tokens", "bindings", "vars", "output", "error", "history",
 ]  # fmt: skip
 HISTORY_TYPES = {
     "run.started", "step.started", "step.completed", "step.failed", "step.skipped",

@@ -117,6 +117,7 @@ def print_run(shown: dict[str, Any], with_history: bool = False) -> None:
         click.echo(f"  record   {shown['record']['entity']} {shown['record']['id']}")
     ended = f"   ended {shown['ended_at']}" if shown["ended_at"] else ""
     click.echo(f"  started  {shown['started_at']}{ended}")
+    _print_calls(shown)
     for token in shown["tokens"]:
         _print_token(token)
     steps = trail(shown["history"])
@@ -133,10 +134,29 @@ def print_run(shown: dict[str, Any], with_history: bool = False) -> None:
             _print_history_entry(entry)
 
 
+def _print_calls(shown: dict[str, Any]) -> None:
+    """The run that called this one, and the runs this one called (absent from an older shape)."""
+    parent = shown.get("parent")
+    if parent:
+        detached = ", detached" if parent.get("detached") else ""
+        click.echo(f"  parent   {parent['run_id']} (step {parent['step']}{detached})")
+    for child in shown.get("children", ()):
+        detached = ", detached" if child.get("detached") else ""
+        click.echo(
+            f"  child    {child['run_id']}  {child['flow']} {child['status']} "
+            f"(step {child['step']}{detached})"
+        )
+
+
 def _print_token(token: dict[str, Any]) -> None:
     where = token.get("path", token["step"])
     wait = token.get("waiting_for")
-    if wait:
+    if wait and wait.get("kind") == "call":  # the child's own wait follows, down the chain
+        # Imported here: `procflow --help` imports this module and none of the runtime.
+        from procflow.runtime.operations.views import why_line
+
+        click.echo(f"  waiting  {why_line(where, wait)}")
+    elif wait:
         detail = ", ".join(
             f"{k}={json.dumps(v) if isinstance(v, dict | list) else v}"
             for k, v in wait.items()

@@ -166,16 +166,20 @@ def runs() -> None:
     help="Only runs with a token waiting for this (queue: over a concurrency limit; throttle: "
     "over a step's throttle).",
 )  # fmt: skip
+@click.option("--parent", metavar="ID", help="Only the runs that run ID started by call.")
 @page_options("runs", str)
 @db_option
 @json_option
 def runs_list(
-    status: str | None, name: str | None, waiting: str | None, limit: int, before: str | None,
+    status: str | None, name: str | None, waiting: str | None, parent: str | None, limit: int,
+    before: str | None,
     db_url: str, as_json: bool,
 ) -> None:  # fmt: skip
     """Runs, newest first, a page at a time."""
     with _engine.engine_at(db_url) as engine:
-        page = engine.runs_page(status, name, limit=limit, before=before, waiting=waiting)
+        page = engine.runs_page(
+            status, name, limit=limit, before=before, waiting=waiting, parent=parent
+        )
     echo_page(page.items, more_line("runs", page.next_key), as_json, _run_line)
 
 

@@ -15,7 +15,8 @@ Label conventions (also in the docs):
 * flows: ``start`` → top-level steps in order → ``end``; ``group``/``for_each``/``repeat`` are
   clusters labelled ``<id>: <construct>``; an ``if`` is the label of the edge into the step, with a
   dotted ``skip`` edge past it; ``recover`` steps are a cluster reached by a dashed ``on failure``
-  edge from their owner (the start node for the flow's own ``recover``).
+  edge from their owner (the start node for the flow's own ``recover``); a ``call`` step is a
+  subroutine box (Mermaid ``[[ ]]``, DOT ``peripheries=2``) labelled ``call → <flow>``.
 
 The package: :mod:`.model` (the drawing model and its ids), :mod:`.intent` and :mod:`.flow` (one
 builder per dialect), :mod:`.mermaid` and :mod:`.dot` (the emitters; ``dot`` also runs Graphviz

@@ -18,6 +18,7 @@ _SHAPES: dict[Shape, str] = {
     "decision": "shape=diamond",
     "wait": "shape=hexagon",
     "abort": "shape=octagon",
+    "call": "shape=box, peripheries=2",  # a double box: the step runs another flow
 }
 
 

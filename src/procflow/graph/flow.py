@@ -8,6 +8,7 @@ from procflow.graph.labels import clean, retry_line, short_duration, source_text
 from procflow.graph.model import END_ID, START_ID, Cluster, Graph, Ids, Node, Shape, Style
 from procflow.model.ir import (
     ActionStep,
+    CallStep,
     FailStep,
     Flow,
     FlowStep,
@@ -113,15 +114,21 @@ def _construct(step: RepeatStep | ForEachStep | GroupStep) -> str:
 
 
 def _flow_shape(step: FlowStep) -> Shape:
+    if isinstance(step, CallStep):
+        return "call"
     return "wait" if isinstance(step, WaitStep | WaitForStep) else "task"
 
 
 def _flow_lines(step: FlowStep) -> tuple[str, ...]:
     lines = [step.id, _flow_action(step)]
-    if isinstance(step, ActionStep) and step.mods.retry is not None:
+    if isinstance(step, ActionStep | CallStep) and step.mods.retry is not None:
         lines.append(retry_line(step.mods.retry, short_duration))
     if isinstance(step, ActionStep) and step.mods.timeout is not None:
         lines.append(f"timeout {short_duration(step.mods.timeout)} per attempt")
+    if isinstance(step, CallStep) and step.mods.timeout is not None:
+        lines.append(f"timeout {short_duration(step.mods.timeout)}")  # the whole wait
+    if isinstance(step, CallStep) and step.detach:
+        lines.append("detached")
     if isinstance(step, WaitForStep) and step.lookback is not None:
         lines.append(f"lookback {short_duration(step.lookback)}")
     if step.mods.optional:
@@ -142,4 +149,6 @@ def _flow_action(step: FlowStep) -> str:
         return f"set {', '.join(step.values)}"
     if isinstance(step, FailStep):
         return f"fail: {source_text(step.message)}"
+    if isinstance(step, CallStep):
+        return f"call → {step.flow}"
     return type(step).__name__  # containers are clusters; not reached

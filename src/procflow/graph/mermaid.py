@@ -24,6 +24,7 @@ _SHAPES: dict[Shape, tuple[str, str]] = {
     "decision": ("{", "}"),
     "wait": ("{{", "}}"),
     "abort": ("([", "])"),
+    "call": ("[[", "]]"),  # a subroutine box: the step runs another flow
 }
 _ARROWS: dict[Style, str] = {"solid": "-->", "dashed": "-.->", "dotted": "-.->"}
 

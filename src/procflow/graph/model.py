@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Format = Literal["mermaid", "dot"]
-Shape = Literal["start", "end", "task", "user", "decision", "wait", "abort"]
+Shape = Literal["start", "end", "task", "user", "decision", "wait", "abort", "call"]
 Style = Literal["solid", "dashed", "dotted"]
 
 START_ID = "start_node"

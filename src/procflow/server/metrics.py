@@ -8,6 +8,7 @@ one: two servers in one test process must not share counters). Its families:
   ``procflow_step_attempts_total{definition,step,outcome}``,
   ``procflow_step_duration_seconds{definition}`` (histogram),
   ``procflow_runs_finished_total{definition,status}``,
+  ``procflow_calls_total{flow,outcome}`` (calls of a flow started, and what came of them),
   ``procflow_schedule_slots_total{flow,schedule,outcome}`` (the slots its work loop fired, by
   what came of them), ``procflow_schedule_lag_seconds{flow,schedule}`` (histogram: how long
   after its nominal instant each due slot fired) and ``procflow_throttled_total{name}`` (step
@@ -69,13 +70,14 @@ class _Shard:
     """One thread's counts. Only its own thread writes it, so an attempt counts without a lock;
     a scrape reads every shard (a count in flight shows at the next scrape)."""
 
-    __slots__ = ("attempts", "durations", "finished", "lags", "slots", "throttled")
+    __slots__ = ("attempts", "calls", "durations", "finished", "lags", "slots", "throttled")
 
     def __init__(self) -> None:
         self.attempts: dict[tuple[str, str, str], int] = {}
         # definition -> a count per bucket (the last: beyond them all), then the sum of seconds
         self.durations: dict[str, list[float]] = {}
         self.finished: dict[tuple[str, str], int] = {}
+        self.calls: dict[tuple[str, str], int] = {}  # (called flow, outcome)
         self.slots: dict[tuple[str, str, str], int] = {}  # (flow, schedule, outcome)
         self.lags: dict[tuple[str, str], list[float]] = {}  # (flow, schedule): as durations
         self.throttled: dict[str, int] = {}  # budget name -> waits
@@ -118,6 +120,11 @@ class PrometheusObserver(CountingObserver, Collector):
         shard = self._shard()
         key = (definition, status)
         shard.finished[key] = shard.finished.get(key, 0) + 1
+
+    def count_call(self, flow: str, outcome: str) -> None:
+        shard = self._shard()
+        key = (flow, outcome)
+        shard.calls[key] = shard.calls.get(key, 0) + 1
 
     def count_throttled(self, budget: str) -> None:
         shard = self._shard()
@@ -179,6 +186,22 @@ def _step_families(shards: list[_Shard]) -> Iterator[Metric]:
     for pair, count in sorted(finished.items()):
         ended.add_metric(list(pair), count)
     yield ended
+    yield _calls_family(shards)
+
+
+def _calls_family(shards: list[_Shard]) -> Metric:
+    calls: dict[tuple[str, str], int] = {}
+    for shard in shards:
+        _add(calls, dict(shard.calls))
+    counted = CounterMetricFamily(
+        "procflow_calls",
+        "Calls of a flow this process's work loop started, and what came of those a call step "
+        "took back: completed, failed, timed_out, cancelled.",
+        labels=("flow", "outcome"),
+    )
+    for key, count in sorted(calls.items()):
+        counted.add_metric(list(key), count)
+    return counted
 
 
 def _schedule_families(shards: list[_Shard]) -> Iterator[Metric]:

@@ -143,7 +143,7 @@ def _start(
     token, tr = m.token, m.tr
     child = ChildStart(
         new_run_id(), target.version_id, target.flow.name, target.flow.steps[0].id, inputs,
-        token, depth, step.detach, target.flow.concurrency is not None,
+        token, depth, step.detach, token.path, target.flow.concurrency is not None,
     )  # fmt: skip
     tr.calls.append(child)
     tr.add("call.started", step.id, token.path, token.attempt, run_id=child.run_id,
@@ -165,6 +165,7 @@ def _start(
 
 
 def _returned(m: CallingMachine, step: CallStep, child_id: str, child: Any) -> None:
+    m.tr.calls_ended.append((step.flow, _outcome(child)))
     if child is None:  # the timeout took the wait: the child is cancelled with this commit
         m.tr.cancels.append(child_id)
         timeout = step.mods.timeout or timedelta(0)
@@ -178,6 +179,15 @@ def _returned(m: CallingMachine, step: CallStep, child_id: str, child: Any) -> N
     m.failed_attempt(
         step, ActionAttempt(error=child_failure(child_id, step.flow, child), kind="call")
     )
+
+
+_OUTCOMES = {RunStatus.COMPLETED: "completed", RunStatus.CANCELLED: "cancelled"}
+
+
+def _outcome(child: Any) -> str:
+    """What came of a call, as metrics count it (``None``: its timeout took the wait; a failed
+    or aborted child failed it)."""
+    return "timed_out" if child is None else _OUTCOMES.get(child.get("status"), "failed")
 
 
 def child_failure(child_id: str, flow: str, child: dict[str, Any]) -> str:

@@ -21,6 +21,7 @@ from procflow.runtime.clock import iso
 from procflow.runtime.data.records import record_json
 from procflow.runtime.definitions.catalog import Catalog
 from procflow.runtime.operations.views import history_json, run_summary_json
+from procflow.runtime.transition import is_run_id
 from procflow.runtime.waits.task_rows import Task, task_json
 from procflow.store.rows import OutboxRow, VersionRow
 from procflow.store.store import Tx
@@ -37,6 +38,7 @@ __all__ = [
     "MAX_PAGE",
     "WAIT_KINDS",
     "Page",
+    "bad_parent",
     "definition_json",
     "definitions_page",
     "deploy_report_json",
@@ -180,7 +182,8 @@ HISTORY_TYPES = (
     "run.started", "step.started", "step.completed", "step.failed", "step.skipped",
     "step.recovered", "attempt.failed", "retry.scheduled", "timer.armed", "timer.fired",
     "event.received", "task.created", "task.completed", "task.withdrawn", "var.produced",
-    "var.cleared", "message.sent", "message.outboxed", "token.forked", "token.ended",
+    "var.cleared", "message.sent", "message.outboxed", "call.started", "call.ended",
+    "token.forked", "token.ended",
     "run.completed", "run.failed", "run.cancelled", "run.aborted", "run.retried",
     "run.dequeued", "step.throttled",
 )  # fmt: skip
@@ -191,15 +194,24 @@ FAILURE_TYPES = ("step.failed", "attempt.failed", "run.failed", "run.aborted")
 
 def runs_page(
     reader: Tx, status: str | None, name: str | None, limit: int, before: str | None,
-    waiting: str | None = None,
+    waiting: str | None = None, parent: str | None = None,
 ) -> Page[str]:  # fmt: skip
     """``runs list --json`` items, newest first, optionally of one status and definition, and
-    only those with a token waiting for ``waiting`` (one of :data:`WAIT_KINDS`)."""
+    only those with a token waiting for ``waiting`` (one of :data:`WAIT_KINDS`), and only the
+    runs that the run ``parent`` started by ``call`` (an unknown run: none)."""
     check_limit(limit)
     if waiting is not None and waiting not in WAIT_KINDS:
         raise UsageError(f"a token waits for one of {', '.join(WAIT_KINDS)}, not [{waiting}]")
-    rows = reader.run_summaries_before(status, name, before, limit + 1, waiting)
+    if parent is not None and not is_run_id(parent):
+        raise UsageError(bad_parent(parent))
+    rows = reader.run_summaries_before(status, name, before, limit + 1, waiting, parent)
     return _page(rows, limit, lambda r: r.id, run_summary_json)
+
+
+def bad_parent(text: str) -> str:
+    """Why ``text`` is no ``parent`` filter (every face says it the same)."""
+    shown = text if len(text) <= 40 else f"{text[:37]}..."
+    return f"parent must be a run's id (32 hexadecimal digits), not [{shown}]"
 
 
 def history_page(

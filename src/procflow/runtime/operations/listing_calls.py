@@ -26,11 +26,12 @@ class ListingCalls:
 
     def runs_page(
         self, status: str | None = None, name: str | None = None, *, limit: int = 50,
-        before: str | None = None, waiting: str | None = None,
+        before: str | None = None, waiting: str | None = None, parent: str | None = None,
     ) -> Page[str]:  # fmt: skip
         """``runs list --json`` items after the run ``before`` (None: from the newest);
-        ``waiting``: only runs with a token waiting for that kind (``retry``, ``task``…)."""
-        return listing.runs_page(self.store.read(), status, name, limit, before, waiting)
+        ``waiting``: only runs with a token waiting for that kind (``retry``, ``task``…);
+        ``parent``: only the runs that run started by ``call``."""
+        return listing.runs_page(self.store.read(), status, name, limit, before, waiting, parent)
 
     def run_counts(self, name: str | None = None) -> dict[str, int]:
         """How many runs (of the definition ``name``) have each status; absent: none."""

@@ -14,6 +14,9 @@ if TYPE_CHECKING:
     from procflow.model.ir import Application
 
 _TIME_KEYS = ("due", "timeout_at")
+MAX_CHAIN = 16
+"""How many calls down why-waiting follows a parent's chain of waiting children (calls nest at
+most 16 deep, so this follows every real chain; it bounds the reads whatever the store holds)."""
 
 
 def waiting_for(token: TokenRow) -> dict[str, Any] | None:
@@ -26,14 +29,58 @@ def waiting_for(token: TokenRow) -> dict[str, Any] | None:
     return out
 
 
-def token_json(token: TokenRow) -> dict[str, Any]:
+def token_json(token: TokenRow, tx: Tx | None = None, depth: int = 1) -> dict[str, Any]:
+    """A token in the ``runs show`` shape; with ``tx``, a token waiting for a call adds what the
+    child waits for (``waiting_for.child``), down the chain."""
     out: dict[str, Any] = {"step": token.step, "state": token.state}
     if token.path != token.step:
         out["path"] = token.path
     wait = waiting_for(token)
     if wait is not None:
+        if tx is not None and wait.get("kind") == "call" and depth <= MAX_CHAIN:
+            wait["child"] = _child_waits(tx, str(wait["run_id"]), depth)
         out["waiting_for"] = wait
         out["since"] = iso(token.since)
+    return out
+
+
+def _child_waits(tx: Tx, child_id: str, depth: int) -> dict[str, Any] | None:
+    """``{status, waiting}`` of the child a call waits for: its status and its waiting tokens
+    (each ``{step, path?, waiting_for}``, a call's with its own child, ``depth`` calls down)."""
+    child = tx.run(child_id)
+    if child is None:
+        return None
+    waiting = []
+    for token in tx.tokens(child_id):
+        shown = token_json(token, tx, depth + 1)
+        if "waiting_for" in shown:
+            waiting.append({k: v for k, v in shown.items() if k not in ("state", "since")})
+    return {"status": str(child.status), "waiting": waiting}
+
+
+def parent_json(tx: Tx, run_id: str) -> dict[str, Any] | None:
+    """``{run_id, step}`` of the run whose call step started ``run_id`` (``detached``: true when
+    it went on at once); None for a run no call started."""
+    link = tx.parent_of(run_id)
+    if link is None:
+        return None
+    out: dict[str, Any] = {"run_id": link.parent_id, "step": link.step}
+    if link.detached:
+        out["detached"] = True
+    return out
+
+
+def children_json(tx: Tx, run_id: str) -> list[dict[str, Any]]:
+    """``{run_id, flow, status, step}`` of each run ``run_id``'s call steps started, oldest
+    first (``detached``: true for those it did not wait for)."""
+    out = []
+    for link in tx.children_of(run_id):
+        child: dict[str, Any] = {
+            "run_id": link.child_id, "flow": link.flow, "status": link.status, "step": link.step,
+        }  # fmt: skip
+        if link.detached:
+            child["detached"] = True
+        out.append(child)
     return out
 
 
@@ -88,7 +135,9 @@ def run_json(
     schedule = run.state.get("schedule")  # the schedule and slot that started it
     if schedule is not None:
         out["schedule"] = {"name": schedule["name"], "slot": iso(int(schedule["slot"]))}
-    out["tokens"] = [token_json(t) for t in tx.tokens(run_id)]
+    out["parent"] = parent_json(tx, run_id)
+    out["children"] = children_json(tx, run_id)
+    out["tokens"] = [token_json(t, tx) for t in tx.tokens(run_id)]
     out["bindings"] = run.state.get("bindings", {}) if run.dialect == "flow" else {}
     # A var's value never leaves the store: only whether it is set.
     out["vars"] = {
@@ -140,4 +189,17 @@ def why_line(step: str, wait: dict[str, Any]) -> str:
         via = f" via [{wait['via']}]" if wait.get("via") else ""
         when = f" where {wait['when']}" if wait.get("when") else ""
         return f"{step}: a [{wait['entity']}] record of this run's record{via}{when}"
+    if kind == "call":
+        return _call_line(step, wait)
     return f"{step}: waiting for {kind}"
+
+
+def _call_line(step: str, wait: dict[str, Any]) -> str:
+    """``step: waiting for run ID (flow NAME) to end``, then what that run waits for, each
+    waiting token of each run down the chain after a ``; ``."""
+    timeout = f" (timeout {wait['timeout_at']})" if wait.get("timeout_at") else ""
+    line = f"{step}: waiting for run {wait['run_id']} (flow {wait['flow']}) to end{timeout}"
+    child = wait.get("child") or {}
+    for token in child.get("waiting", ()):
+        line += "; " + why_line(token.get("path") or token["step"], token["waiting_for"])
+    return line

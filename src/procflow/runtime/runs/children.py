@@ -34,7 +34,7 @@ def start_children(
         state: dict[str, Any] = {"depth": child.depth}
         if not child.detach:  # its end resumes the parent (runtime/waits/calls.py)
             state["parent"] = parent.id
-        step = child.token.path
+        step = child.step
         started = {"parent": parent.id, "step": step}
         if child.limited:
             if not _start_limited(

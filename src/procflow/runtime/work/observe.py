@@ -16,6 +16,9 @@ An attempt's outcome, from the transition it made (or the error it raised):
 - ``incident``: the attempt raised where no step should (the run fails with an incident);
 - ``waiting``: the step parked its token (a timer, an event, a task, a record);
 - ``advanced``: anything else (a gateway, a fork, a join).
+
+A committed batch also tells of calls: each child a call step started (``started``), and what
+came of each call a step took back (``completed``, ``failed``, ``timed_out``, ``cancelled``).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from procflow.store.rows import RunRow, TokenRow
 from procflow.store.store import Tx
 
 __all__ = [
+    "CALL_OUTCOMES",
     "NO_OBSERVER",
     "OUTCOMES",
     "AttemptCtx",
@@ -51,6 +55,7 @@ __all__ = [
 ]
 
 OUTCOMES = ("completed", "retry", "failed", "incident", "waiting", "advanced")
+CALL_OUTCOMES = ("started", "completed", "failed", "timed_out", "cancelled")
 
 _COMPLETED = frozenset({"step.completed", "step.skipped", "step.recovered"})
 
@@ -140,6 +145,10 @@ class CountingObserver(Observer, ABC):
         for _, tr in steps:
             if tr.run.status in FINISHED:
                 self.count_finished(tr.run.name, tr.run.status)
+            for child in tr.calls:
+                self.count_call(child.flow, "started")
+            for flow, outcome in tr.calls_ended:
+                self.count_call(flow, outcome)
             for entry in tr.history:
                 if entry.type == "step.throttled" and entry.data is not None:
                     self.count_throttled(str(entry.data["budget"]))
@@ -154,6 +163,11 @@ class CountingObserver(Observer, ABC):
     @abstractmethod
     def count_finished(self, definition: str, status: str) -> None:
         """A run of ``definition`` finished with ``status``."""
+
+    @abstractmethod
+    def count_call(self, flow: str, outcome: str) -> None:
+        """A call of ``flow`` started (``started``), or its step took back what came of it: one
+        of :data:`CALL_OUTCOMES` after ``started`` (a detached call counts only as started)."""
 
     @abstractmethod
     def count_throttled(self, budget: str) -> None:

@@ -9,7 +9,8 @@ from urllib.parse import quote
 
 from starlette.responses import Response
 
-from procflow.runtime.operations.listing import WAIT_KINDS
+from procflow.runtime.operations.listing import WAIT_KINDS, bad_parent
+from procflow.runtime.transition import RUN_ID_PATTERN, is_run_id
 from procflow.server.idempotency import HEADER_PARAM, REPLAYED_HEADERS, Created, idempotent
 from procflow.server.inputs import (
     INT64,
@@ -17,6 +18,7 @@ from procflow.server.inputs import (
     id_param,
     json_object,
     member,
+    query_param,
     text_param,
     unprocessable,
 )
@@ -63,6 +65,26 @@ RUN_SCHEMA: dict[str, Any] = {
         "output": {},
         "error": {"type": ["object", "null"]},
         "history": {"type": "array", "items": JSON_OBJECT},
+        "parent": {
+            "type": ["object", "null"],
+            "description": "the run whose call step started this one (null: none)",
+            "properties": {"run_id": {"type": "string"}, "step": {"type": "string"},
+                           "detached": {"const": True}},
+            "required": ["run_id", "step"],
+        },
+        "children": {
+            "type": "array",
+            "description": "the runs this run's call steps started, oldest first",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "run_id": {"type": "string"}, "flow": {"type": "string"},
+                    "status": {"enum": [*_STATUSES, None]}, "step": {"type": "string"},
+                    "detached": {"const": True},
+                },
+                "required": ["run_id", "flow", "status", "step"],
+            },
+        },
         "schedule": {
             "type": "object",
             "description": "present when a schedule started the run: its name and slot",
@@ -71,8 +93,8 @@ RUN_SCHEMA: dict[str, Any] = {
         },
     },
     "required": [
-        *RUN_SUMMARY_SCHEMA["required"], "version", "record", "tokens", "bindings", "vars",
-        "output", "error", "history",
+        *RUN_SUMMARY_SCHEMA["required"], "version", "record", "parent", "children", "tokens",
+        "bindings", "vars", "output", "error", "history",
     ],
 }  # fmt: skip
 
@@ -88,8 +110,11 @@ def list_runs(call: Call) -> Response:
         )
     asked = str_page(call.query, "runs")
     name = call.query.get("name") or None
+    parent = call.query.get("parent") or None
+    if parent is not None and not is_run_id(parent):
+        raise bad_query("parent", bad_parent(parent))
     page = call.engine.runs_page(
-        status, name, limit=asked.limit, before=asked.before, waiting=waiting
+        status, name, limit=asked.limit, before=asked.before, waiting=waiting, parent=parent
     )
     return json_response(page_json(asked, page))
 
@@ -194,6 +219,8 @@ ENDPOINTS = [
             {**text_param("waiting_for", "Only runs with a token waiting for this (queue: over "
                           "a concurrency limit; throttle: over a step's throttle)."),
              "schema": {"enum": list(WAIT_KINDS)}},
+            query_param("parent", "Only the runs that this run started by `call` (an unknown "
+                        "run: none).", {"type": "string", "pattern": RUN_ID_PATTERN}),
             *PAGE_PARAMS,
         ),
         responses={

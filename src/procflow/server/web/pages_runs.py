@@ -1,5 +1,6 @@
 """The runs pages: the list (filters in the URL, counts per status, keyset paging with the API's
-cursor), one run (diagram, why it waits, timeline, bindings and vars, retry and cancel), the
+cursor), one run (diagram, why it waits, the run that called it and those it called, timeline,
+bindings and vars, retry and cancel), the
 fragment a run's page polls while the run has not ended, and the run as JSON."""
 
 from __future__ import annotations
@@ -12,8 +13,14 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from procflow.errors import ProcflowError
 from procflow.runtime.data.access import Action
-from procflow.runtime.operations.listing import FAILURE_TYPES, HISTORY_TYPES, WAIT_KINDS
+from procflow.runtime.operations.listing import (
+    FAILURE_TYPES,
+    HISTORY_TYPES,
+    WAIT_KINDS,
+    bad_parent,
+)
 from procflow.runtime.operations.views import why_line
+from procflow.runtime.transition import is_run_id
 from procflow.server.diagrams import NO_DOT, DiagramCache, mark_run, step_classes
 from procflow.server.paging import bad_query, page_json, str_page
 from procflow.server.problems import Problem
@@ -22,6 +29,7 @@ from procflow.server.web.render import render, url_with
 from procflow.states import ENDED, RunStatus
 
 __all__ = [
+    "CHILDREN_SHOWN",
     "TIMELINE_PAGE",
     "cancel_run",
     "retry_run",
@@ -33,6 +41,7 @@ __all__ = [
 
 STATUSES = [s.value for s in RunStatus]
 TIMELINE_PAGE = 100  # history entries per timeline page
+CHILDREN_SHOWN = 50  # called runs listed on a run's page; the rest: the runs list of its children
 COUNTS_SECONDS = 2.0  # how long the counts per status are reused (one GROUP BY over all runs)
 
 
@@ -82,17 +91,21 @@ def runs_page(call: WebCall) -> Response:
     if waiting is not None and waiting not in WAIT_KINDS:
         raise bad_query("waiting", f"waiting must be one of {', '.join(WAIT_KINDS)}")
     name = call.query.get("name") or None
+    parent = call.query.get("parent") or None
+    if parent is not None and not is_run_id(parent):
+        raise bad_query("parent", bad_parent(parent))
     asked = str_page(call.query, "runs")
     # What runs wait for is looked up per run: among waiting runs unless a status is chosen.
     shown_status = status or ("waiting" if waiting else None)
     page = call.engine.runs_page(
-        shown_status, name, limit=asked.limit, before=asked.before, waiting=waiting
-    )
+        shown_status, name, limit=asked.limit, before=asked.before, waiting=waiting,
+        parent=parent,
+    )  # fmt: skip
     waits = call.engine.waits_of_runs([r["id"] for r in page.items])
     rows = [{**r, "waits": sorted({w.get("kind", "") for w in waits.get(r["id"], [])})}
             for r in page.items]  # fmt: skip
     counts = _counts(call).get(call, name)
-    filters = {"status": status, "name": name, "waiting": waiting}
+    filters = {"status": status, "name": name, "waiting": waiting, "parent": parent}
     cursor = page_json(asked, page)["next_cursor"]
     limit = call.query.get("limit")
     return call.page(
@@ -136,6 +149,9 @@ def _run_view(call: WebCall, run_id: str) -> dict[str, Any]:
         "run": run,
         "ended": ended,
         "why": [_why(t) for t in run["tokens"] if t.get("waiting_for")],
+        "children": run["children"][:CHILDREN_SHOWN],
+        "all_children_url": url_with(f"{PREFIX}/runs", {"parent": run_id})
+        if len(run["children"]) > CHILDREN_SHOWN else None,
         "diagram": diagram,
         "diagram_note": diagram_note,
         "retry_note": call.needs(Action.RETRY)

@@ -147,15 +147,20 @@ class RunQueries(Queries):
 
     def run_summaries_before(
         self, status: str | None, name: str | None, before: str | None, limit: int,
-        waiting: str | None = None,
+        waiting: str | None = None, parent: str | None = None,
     ) -> list[RunSummary]:  # fmt: skip
         """A page of runs, newest first: those whose id sorts before ``before`` (None: from the
         newest). Ids begin with their creation time, and each filter has an index ending in
         ``id``, so a page is one index range however deep it is. ``waiting``: only runs with
-        a token waiting for that kind (``retry``, ``event``…), probed per run by its tokens."""
+        a token waiting for that kind (``retry``, ``event``…), probed per run by its tokens.
+        ``parent``: only the runs that run started by ``call`` (read off ``calls_by_parent``)."""
         sql = f"SELECT {SUMMARY_COLS} FROM runs WHERE 1=1"
         args: list[Any] = []
-        for condition, value in (("status=?", status), ("name=?", name), ("id<?", before)):
+        conditions = (
+            ("status=?", status), ("name=?", name), ("id<?", before),
+            ("id IN (SELECT child_id FROM calls WHERE parent_id=?)", parent),
+        )  # fmt: skip
+        for condition, value in conditions:
             if value is not None:
                 sql += f" AND {condition}"
                 args.append(value)
