@@ -407,3 +407,36 @@ def test_a_new_version_without_a_limit_starts_every_queued_run(project: Project)
     project.eng.work()
     kinds = [project.eng.show(i)["tokens"][0]["waiting_for"]["kind"] for i in ids]
     assert kinds == ["timer"] * 3
+
+
+def why(project: Project, run_id: str) -> str:
+    from procflow.runtime.operations.views import why_line
+
+    [token] = project.eng.show(run_id)["tokens"]
+    return why_line(token["step"], token["waiting_for"])
+
+
+def test_why_a_queued_run_waits_names_places_holders_and_runs_ahead(project: Project) -> None:
+    project.deploy("sync", SYNC)
+    failed = project.start("sync", customer="42", fail=True)
+    first, second = (project.start("sync", customer="42") for _ in range(2))
+    project.eng.work()
+    assert why(project, first) == (
+        f"check: queued: 1 of 1 places for key 42 taken by run {failed} (failed: it keeps its "
+        "place until retried to an end or cancelled); 0 runs ahead"
+    )
+    assert why(project, second).endswith("; 1 run ahead")
+    waiting = project.eng.show(second)["tokens"][0]["waiting_for"]
+    assert waiting == {
+        "kind": "queue", "key": "42", "places": 1, "taken": 1, "ahead": 1,
+        "holders": [{"run_id": failed, "status": "failed"}],
+    }  # fmt: skip
+
+
+def test_why_a_throttled_step_waits_says_until_when(project: Project) -> None:
+    project.deploy("post", post_flow("post", limit=1, shared="chat"))
+    ids = [project.start("post", channel="c1") for _ in range(2)]
+    project.eng.work()
+    assert (
+        why(project, ids[1]) == "post: throttled until 2027-01-01T00:00:10Z (budget chat, key c1)"
+    )

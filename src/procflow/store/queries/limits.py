@@ -58,15 +58,31 @@ class LimitQueries(Queries):
         ).fetchone()
         return int(row[0])
 
-    def holders(self, flow: str, key: str, limit: int) -> list[str]:
-        """Runs of ``flow`` holding a place of ``key`` (for why-waiting), oldest first."""
+    def places(self, flow: str, key: str) -> tuple[int, int | None]:
+        """(places taken, limit) of (``flow``, ``key``), read without a lock (for views)."""
+        row = self.c.execute(
+            "SELECT active, lim FROM limits WHERE flow=? AND key=?", (flow, key)
+        ).fetchone()
+        if row is None:
+            return 0, None
+        return int(row[0]), None if row[1] is None else int(row[1])
+
+    def place_holders(self, flow: str, key: str, most: int) -> list[tuple[str, str]]:
+        """(id, status) of up to ``most`` runs of ``flow`` holding a place of ``key``, oldest
+        first (for views: the runs of the flow that have not ended are read until found)."""
         rows = self.c.execute(
-            "SELECT id FROM runs WHERE name=? AND status NOT IN ('completed', 'cancelled', "
-            "'aborted') AND id NOT IN (SELECT run_id FROM waits WHERE kind='queue' AND type=?) "
-            "ORDER BY id LIMIT ?",
-            (flow, f"queue:{flow}", limit * 4),
-        ).fetchall()
-        return [str(r[0]) for r in rows]
+            "SELECT id, status, state FROM runs WHERE name=? AND status IN "
+            "('running', 'waiting', 'failed') ORDER BY id",
+            (flow,),
+        )
+        found: list[tuple[str, str]] = []
+        for run_id, status, state in rows:
+            place = json.loads(state).get("limit") or {}
+            if place.get("holds") and place.get("key") == key:
+                found.append((str(run_id), str(status)))
+                if len(found) == most:
+                    break
+        return found
 
     def resume_token(self, run: RunRow, token: TokenRow, entry: HistoryRow) -> None:
         """A waiting token of ``run`` made ready (a queued run given its place, a call's child
