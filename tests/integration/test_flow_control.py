@@ -84,7 +84,10 @@ def test_runs_over_the_limit_queue_per_key_and_start_in_order(project: Project) 
     a1, a2, b1, a3 = (project.start("sync", customer=c) for c in "aaba")
     assert project.statuses([a1, a2, b1, a3]) == ["waiting"] * 4
     tokens = project.eng.show(a2)["tokens"]
-    assert tokens[0]["waiting_for"] == {"kind": "queue", "key": "a"}
+    assert tokens[0]["waiting_for"] == {
+        "kind": "queue", "key": "a", "places": 1, "taken": 1, "ahead": 0,
+        "holders": [{"run_id": a1, "status": "waiting"}],
+    }  # fmt: skip
     assert project.eng.show(a2)["history"][0]["queued"] is True
     assert (project.places("sync", "a"), project.places("sync", "b")) == (1, 1)
     project.later("1h")  # a1 and b1 end; a2 (older than a3) starts in a1's place

@@ -13,7 +13,7 @@ from procflow.model.ir import Flow
 from procflow.runtime.runs.starts import ChildOf, FlowStarts, insert_flow_run, new_flow_run
 from procflow.runtime.transition import ChildStart
 from procflow.states import RunStatus, TokenState
-from procflow.store.queries.calls import CallRow
+from procflow.store.queries.runrows.calls import CallRow
 from procflow.store.rows import HistoryRow, RunRow
 from procflow.store.store import Tx
 

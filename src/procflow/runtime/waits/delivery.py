@@ -26,7 +26,7 @@ from procflow.runtime.runs.host import RunHost
 from procflow.runtime.runs.starts import insert_flow_run
 from procflow.runtime.transition import Transition
 from procflow.states import ENDED, RunStatus, TokenState
-from procflow.store.queries.waits import SeenWait
+from procflow.store.queries.runrows.waits import SeenWait
 from procflow.store.rows import HistoryRow, RunRow, TokenRow
 from procflow.store.store import Tx
 

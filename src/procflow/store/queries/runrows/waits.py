@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from procflow.store.queries.base import Queries, marks
-from procflow.store.queries.runs import RUN_COLS, run_row
-from procflow.store.queries.tokens import TOKEN_COLS, token_row
+from procflow.store.queries.runrows.runs import RUN_COLS, run_row
+from procflow.store.queries.runrows.tokens import TOKEN_COLS, token_row
 from procflow.store.rows import RunRow, TokenRow
 
 _RUN_COLS_R = ", ".join(f"r.{column.strip()}" for column in RUN_COLS.split(","))
