@@ -84,6 +84,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/ui.py
 	$(BIN)/python bench/scenarios.py
 	$(BIN)/python bench/schedules.py
+	$(BIN)/python bench/flow_control.py
 
 # 4 workers on PostgreSQL advance 1,000 runs while a driver SIGKILLs one every ~200 ms.
 chaos: $(STAMP)

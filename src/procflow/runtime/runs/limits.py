@@ -19,6 +19,7 @@ from procflow.model.ir import Concurrency, Flow
 from procflow.runtime.clock import to_datetime
 from procflow.runtime.data.inputs import input_env
 from procflow.states import ENDED, RunStatus, TokenState
+from procflow.store.queries.limits import Key
 from procflow.store.rows import HistoryRow, RunRow
 from procflow.store.store import Tx
 
@@ -68,39 +69,68 @@ def take_place(tx: Tx, flow: Flow, inputs: Mapping[str, Any], now: int) -> Place
 
 def free_places(tx: Tx, runs: list[RunRow], now: int) -> list[str]:
     """``runs`` ended in ``tx``: each that held a place frees it, and the oldest run queued on
-    its key starts in its stead. Returns the runs started."""
-    started: list[str] = []
+    its key starts in its stead. Returns the runs started.
+
+    One pass for the lot: every key's row locked once (in key order), the queued runs of every
+    key read, locked and started with a statement per kind of write, whatever the number of
+    runs that ended in the batch."""
+    freed: dict[Key, int] = {}
     for run in runs:
         place = run.state.get("limit")
         if not place or not place.get("holds") or run.status not in ENDED:
             continue
         place["holds"] = False  # freed once, whatever saves the row later
-        key = place["key"]
-        tx.lock_places(run.name, key)
-        tx.add_places(run.name, key, -1)
-        # Each try consumes the wait it looked at: a stale one (its run gone) never blocks the
-        # queue, and the loop ends when one started or none is left.
-        while queued := tx.queued(run.name, key, 1):
-            token_id, run_id = queued[0]
-            if _start_queued(tx, token_id, run_id, now):
-                tx.add_places(run.name, key, 1)
-                started.append(run_id)
-                break
+        freed[(run.name, place["key"])] = freed.get((run.name, place["key"]), 0) + 1
+    if not freed:
+        return []
+    tx.lock_held_places(sorted(freed))
+    started: list[str] = []
+    taken = dict.fromkeys(freed, 0)
+    wanted = dict(freed)
+    # Each try consumes the waits it looked at: a stale one (its run gone) never blocks the
+    # queue, and a key is done when its places are taken again or its queue is empty.
+    while wanted:
+        queued = tx.queued_of(wanted)
+        begun = _start_queued(tx, [q for found in queued.values() for q in found], now)
+        for key, found in queued.items():
+            runs_begun = [run_id for _, run_id in found if run_id in begun]
+            started.extend(runs_begun)
+            taken[key] += len(runs_begun)
+        wanted = {
+            key: freed[key] - taken[key]
+            for key, found in queued.items()
+            if len(found) == wanted[key] and taken[key] < freed[key]
+        }
+    tx.add_places_many([(taken[key] - n, *key) for key, n in freed.items() if taken[key] != n])
     if started:
         tx.notify()
     return started
 
 
-def _start_queued(tx: Tx, token_id: int, run_id: str, now: int) -> bool:
-    queued = tx.run_for_update(run_id)
-    token = tx.take_waiting_token(token_id)
-    if queued is None or token is None or queued.status in ENDED:
-        tx.delete_waits_of_tokens([token_id])
-        return False
-    token.state, token.wait, token.since = TokenState.READY, None, now
-    queued.state.setdefault("limit", {})["holds"] = True
-    queued.status = RunStatus.RUNNING
-    queued.seq += 1
-    entry = HistoryRow(queued.seq, now, "run.dequeued", token.step, token.path, token.attempt)
-    tx.wake_token(queued, token, entry)
-    return True
+def _start_queued(tx: Tx, queued: list[tuple[int, str]], now: int) -> set[str]:
+    """Start the queued runs whose wait is still there (each run locked first, then its wait
+    consumed); returns their ids. The others' waits are consumed all the same."""
+    if not queued:
+        return set()
+    runs = tx.runs_for_update([run_id for _, run_id in queued])
+    tokens = tx.take_waiting_tokens([token_id for token_id, _ in queued])
+    ready, history, saved = [], [], []
+    for token_id, run_id in queued:
+        run, token = runs.get(run_id), tokens.get(token_id)
+        if run is None or token is None or run.status in ENDED:
+            continue
+        token.state, token.wait, token.since = TokenState.READY, None, now
+        run.state.setdefault("limit", {})["holds"] = True
+        run.status = RunStatus.RUNNING
+        run.seq += 1
+        ready.append(token)
+        history.append(
+            (run.id, HistoryRow(run.seq, now, "run.dequeued", token.step, token.path,
+                                token.attempt))
+        )  # fmt: skip
+        saved.append((run, None, None))
+    if ready:
+        tx.update_tokens(ready)  # a queued token has no timer: nothing else of it to drop
+        tx.append_history_many(history)
+        tx.save_runs(saved)
+    return {run.id for run, _, _ in saved}

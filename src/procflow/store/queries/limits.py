@@ -4,8 +4,22 @@ throttle's budget (``throttles``, ``throttle_budgets``), schema 9."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 
+from procflow.store.codec import chunks
 from procflow.store.queries.base import Queries
+
+Key = tuple[str, str]
+"""(flow, key value) of a limited flow's places."""
+
+_ADD_ARRAYS = (
+    "UPDATE limits AS l SET active=l.active+d.delta FROM unnest(?::bigint[], ?::text[], "
+    "?::text[]) AS d(delta, flow, key) WHERE l.flow=d.flow AND l.key=d.key"
+)
+_OLDEST = (
+    "SELECT * FROM (SELECT token_id, run_id, type, keys FROM waits WHERE kind='queue' AND "
+    "type=? AND keys=? ORDER BY token_id LIMIT ?) AS q"
+)
 
 
 class LimitQueries(Queries):
@@ -21,10 +35,46 @@ class LimitQueries(Queries):
         ).fetchone()
         return int(row[0])
 
+    def lock_held_places(self, keys: Sequence[Key]) -> None:
+        """Lock the rows of ``keys`` (sorted; each has a row: a run held a place of it) until
+        commit, in that order: transactions freeing places of several keys never deadlock.
+        SQLite's write lock already serialises them."""
+        if not self.b.for_update:
+            return
+        for chunk in chunks(keys, 200):
+            self.c.execute(
+                "SELECT 1 FROM limits WHERE (flow, key) IN (VALUES "
+                + ",".join("(?, ?)" for _ in chunk)
+                + ") ORDER BY flow, key"
+                + self.b.for_update,
+                [value for pair in chunk for value in pair],
+            )
+
     def add_places(self, flow: str, key: str, delta: int) -> None:
         self.c.execute(
             "UPDATE limits SET active=active+? WHERE flow=? AND key=?", (delta, flow, key)
         )
+
+    def add_places_many(self, deltas: Sequence[tuple[int, str, str]]) -> None:
+        """(delta, flow, key) each, one statement for all."""
+        self.b.batch(
+            "UPDATE limits SET active=active+? WHERE flow=? AND key=?", _ADD_ARRAYS, deltas
+        )
+
+    def queued_of(self, wanted: Mapping[Key, int]) -> dict[Key, list[tuple[int, str]]]:
+        """(token_id, run_id) of the oldest runs queued on each key, as many as ``wanted`` of
+        it: one statement for every key (an ordered index range each)."""
+        out: dict[Key, list[tuple[int, str]]] = {}
+        for chunk in chunks(list(wanted.items()), 200):
+            rows = self.c.execute(
+                " UNION ALL ".join(_OLDEST for _ in chunk),
+                [v for (flow, key), n in chunk for v in (f"queue:{flow}", key, n)],
+            ).fetchall()
+            for token_id, run_id, type_, key in rows:
+                out.setdefault((type_.removeprefix("queue:"), key), []).append(
+                    (int(token_id), str(run_id))
+                )
+        return out
 
     def queued(self, flow: str, key: str, limit: int) -> list[tuple[int, str]]:
         """(token_id, run_id) of the oldest ``limit`` runs queued on (``flow``, ``key``)."""
