@@ -85,6 +85,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/scenarios.py
 	$(BIN)/python bench/schedules.py
 	$(BIN)/python bench/calls.py
+	$(BIN)/python bench/flow_control.py
 
 # 4 workers on PostgreSQL advance 1,000 runs while a driver SIGKILLs one every ~200 ms; then 50
 # parents calling a child each, a worker SIGKILLed at each point of starting, ending and waking;

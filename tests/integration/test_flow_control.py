@@ -443,3 +443,14 @@ def test_why_a_throttled_step_waits_says_until_when(project: Project) -> None:
     assert (
         why(project, ids[1]) == "post: throttled until 2027-01-01T00:00:10Z (budget chat, key c1)"
     )
+
+
+def test_a_budget_counts_the_starts_a_worker_with_an_older_now_must_see(project: Project) -> None:
+    # Two workers: one reserves at its round's now (12 s), the other at an older one (9 s, its
+    # round began earlier). The starts at 0 s are in the older caller's window [0 s, 10 s) and
+    # must still be counted, though the newer caller's window no longer holds them.
+    reserve, per = project.eng.loop.advancer.reserve, 10_000_000
+    assert [reserve("b", "", 2, per, 0) for _ in range(2)] == [None, None]
+    assert reserve("b", "", 2, per, 12_000_000) is None
+    assert reserve("b", "", 2, per, 9_000_000) == 10_000_000
+    assert reserve("b", "", 2, per, 10_000_000) is None  # the window [0 s, 10 s) is over

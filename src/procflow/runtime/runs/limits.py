@@ -25,6 +25,7 @@ from procflow.model.ir import Concurrency, Flow
 from procflow.runtime.clock import store_now, to_datetime
 from procflow.runtime.data.inputs import input_env
 from procflow.states import ENDED, RunStatus, TokenState
+from procflow.store.queries.runrows.limits import Key
 from procflow.store.rows import HistoryRow, RunRow
 from procflow.store.store import Tx
 
@@ -77,63 +78,110 @@ def take_place(tx: Tx, flow: Flow, inputs: Mapping[str, Any], now: int) -> Place
 
 
 def free_places(tx: Tx, runs: list[RunRow], now: int) -> list[str]:
-    """``runs`` ended in ``tx``: each that held a place frees it, and the oldest run queued on
-    its key starts in its stead. Returns the runs started."""
-    started: list[str] = []
+    """``runs`` ended in ``tx``: each that held a place frees it, and the oldest runs queued on
+    its key start in their stead, as many as the key's limit (the newest version's) has room
+    for. Returns the runs started.
+
+    One pass for the lot: every key's row locked once (in key order, so two workers freeing
+    places of several keys never deadlock), the heads of every key's queue read, locked and
+    started with a statement per kind of write, whatever the number of runs that ended."""
+    freed: dict[Key, int] = {}
+    ended_at = now
     for run in runs:
         place = run.state.get("limit")
         if not place or not place.get("holds") or run.status not in ENDED:
             continue
         place["holds"] = False  # freed once, whatever saves the row later
-        key = place["key"]
-        taken, limit = tx.lock_places(run.name, key)
-        tx.add_places(run.name, key, -1)
-        room = 1 if limit is None else limit - (taken - 1)  # a lowered limit: none, or fewer
-        started += _fill(tx, run.name, key, room, max(now, run.ended_at or now))
-    if started:
-        tx.notify()
-    return started
+        key = (run.name, place["key"])
+        freed[key] = freed.get(key, 0) + 1
+        ended_at = max(ended_at, run.ended_at or now)
+    if not freed:
+        return []
+    held = tx.lock_held_places(sorted(freed))
+    rooms: dict[Key, int] = {}
+    for key, n in freed.items():
+        active, limit = held.get(key, (n, None))
+        room = n if limit is None else limit - (active - n)  # a lowered limit: fewer, or none
+        if room > 0:
+            rooms[key] = room
+    taken = _fill(tx, rooms, ended_at)
+    deltas = [(len(taken.get(key, [])) - n, *key) for key, n in freed.items()]
+    tx.add_places_many([d for d in deltas if d[0] != 0])
+    return _notified(tx, taken)
 
 
 def relimit(tx: Tx, flow: Flow, now: int) -> list[str]:
     """A new version of ``flow`` was deployed: its limit (none: no limit) governs every key from
-    now on; a raised one starts the queued runs it has room for, at once."""
+    now on; a raised one starts, at once, the queued runs it has room for."""
     limit = flow.concurrency.limit if flow.concurrency is not None else None
-    started: list[str] = []
-    for key in tx.set_limit(flow.name, limit):
-        taken, _ = tx.lock_places(flow.name, key)
-        room = len(tx.queued(flow.name, key, 1 << 30)) if limit is None else limit - taken
-        started += _fill(tx, flow.name, key, room, now)
+    keys = [(flow.name, key) for key in tx.set_limit(flow.name, limit)]
+    if not keys:
+        return []
+    held = tx.lock_held_places(sorted(keys))
+    rooms: dict[Key, int] = {}
+    for key in keys:
+        room = UNLIMITED if limit is None else limit - held.get(key, (0, None))[0]
+        if room > 0:
+            rooms[key] = room
+    taken = _fill(tx, rooms, now)
+    tx.add_places_many([(len(ids), *key) for key, ids in taken.items() if ids])
+    return _notified(tx, taken)
+
+
+UNLIMITED = 1 << 30  # the room of a key whose flow has no limit any more
+
+
+def _notified(tx: Tx, taken: dict[Key, list[str]]) -> list[str]:
+    started = [run_id for ids in taken.values() for run_id in ids]
     if started:
         tx.notify()
     return started
 
 
-def _fill(tx: Tx, flow: str, key: str, room: int, freed_at: int) -> list[str]:
-    """Start up to ``room`` of the oldest runs queued on (``flow``, ``key``). Each try consumes
-    the wait it looked at: a stale one (its run gone) never blocks the queue."""
-    started: list[str] = []
-    while len(started) < room and (queued := tx.queued(flow, key, 1)):
-        token_id, run_id = queued[0]
-        if _start_queued(tx, token_id, run_id, freed_at):
-            tx.add_places(flow, key, 1)
-            started.append(run_id)
-    return started
+def _fill(tx: Tx, rooms: dict[Key, int], freed_at: int) -> dict[Key, list[str]]:
+    """Start up to ``rooms[key]`` of the oldest runs queued on each key; the runs started, by
+    key. Each try consumes the waits it looked at: a stale one (its run cancelled) never blocks
+    the queue, and a key is done when its room is taken or its queue is empty."""
+    taken: dict[Key, list[str]] = {key: [] for key in rooms}
+    wanted = dict(rooms)
+    while wanted:
+        queued = tx.queued_of(wanted)
+        begun = _start_queued(tx, [q for found in queued.values() for q in found], freed_at)
+        for key, found in queued.items():
+            taken[key] += [run_id for _, run_id in found if run_id in begun]
+        wanted = {
+            key: rooms[key] - len(taken[key])
+            for key, found in queued.items()
+            if len(found) == wanted[key] and len(taken[key]) < rooms[key]
+        }
+    return taken
 
 
-def _start_queued(tx: Tx, token_id: int, run_id: str, freed_at: int) -> bool:
-    """Start the queued run if it is still there (not cancelled meanwhile), stamped no earlier
-    than the end that freed its place, nor than any cancel this transaction waited for."""
-    queued = tx.run_for_update(run_id)
-    token = tx.take_waiting_token(token_id)
-    if queued is None or token is None or queued.status in ENDED:
-        tx.delete_waits_of_tokens([token_id])
-        return False
+def _start_queued(tx: Tx, queued: list[tuple[int, str]], freed_at: int) -> set[str]:
+    """Start the queued runs whose wait is still there (each run locked first, then its wait
+    consumed), stamped no earlier than the ends that freed their places nor than any cancel
+    this transaction waited for; returns their ids. The others' waits are consumed all the
+    same."""
+    if not queued:
+        return set()
+    runs = tx.runs_for_update([run_id for _, run_id in queued])
+    tokens = tx.take_waiting_tokens([token_id for token_id, _ in queued])
     now = max(freed_at, store_now(tx))
-    token.state, token.wait, token.since = TokenState.READY, None, now
-    queued.state.setdefault("limit", {})["holds"] = True
-    queued.status = RunStatus.RUNNING
-    queued.seq += 1
-    entry = HistoryRow(queued.seq, now, "run.dequeued", token.step, token.path, token.attempt)
-    tx.resume_token(queued, token, entry)
-    return True
+    ready, history, saved = [], [], []
+    for token_id, run_id in queued:
+        run, token = runs.get(run_id), tokens.get(token_id)
+        if run is None or token is None or run.status in ENDED:
+            continue
+        token.state, token.wait, token.since = TokenState.READY, None, now
+        run.state.setdefault("limit", {})["holds"] = True
+        run.status = RunStatus.RUNNING
+        run.seq += 1
+        ready.append(token)
+        entry = HistoryRow(run.seq, now, "run.dequeued", token.step, token.path, token.attempt)
+        history.append((run.id, entry))
+        saved.append((run, None, None))
+    if ready:
+        tx.update_tokens(ready)  # a queued token has no timer: nothing else of it to drop
+        tx.append_history_many(history)
+        tx.save_runs(saved)
+    return {run.id for run, _, _ in saved}

@@ -188,14 +188,17 @@ class Advancer:
         """Take a start of a throttle's budget for ``key`` at ``now``, committed before the
         attempt is made: None when taken, else when the budget next has one. The budget's row
         is locked, so the starts of every worker count (a sliding window: at most ``limit``
-        starts in any ``per`` µs)."""
+        starts in any ``per`` µs).
+
+        The row keeps the latest ``limit`` starts whatever their age, not the window before
+        the caller's ``now``: a worker's ``now`` (its round's) may be older than the one
+        another worker pruned by, and the starts it must count are then still there."""
         with self._thread_store().tx() as tx:
-            starts = sorted(s for s in tx.lock_budget(budget, key) if s > now - per)
-            if len(starts) < limit:
-                tx.save_budget(budget, key, [*starts, now])
+            starts = sorted(tx.lock_budget(budget, key))[-limit:]
+            if len(starts) < limit or starts[0] <= now - per:
+                tx.save_budget(budget, key, sorted([*starts, now])[-limit:])
                 return None
-            tx.save_budget(budget, key, starts)
-            return starts[len(starts) - limit] + per
+            return starts[0] + per
 
     def close(self) -> None:
         with self._stores_lock:

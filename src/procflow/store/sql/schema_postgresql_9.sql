@@ -33,3 +33,8 @@ CREATE TABLE throttle_budgets (
 -- a token ready at its next step changes neither indexed column: it stays a HOT update.)
 ALTER TABLE tokens ADD COLUMN wait_kind TEXT GENERATED ALWAYS AS ((wait::json) ->> 'kind') STORED;
 CREATE INDEX tokens_by_wait_kind ON tokens (wait_kind, run_id) WHERE wait_kind IS NOT NULL;
+
+-- A limited flow's queue, oldest first: the end that frees a place reads the head of its key's
+-- queue by this index, whatever the queue's length (SQLite's waits_by_key already ends with the
+-- row id, which is token_id there).
+CREATE INDEX waits_queue_order ON waits (type, keys, token_id) WHERE kind = 'queue';

@@ -4,13 +4,27 @@ throttle's budget (``throttles``, ``throttle_budgets``), schema 9."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 
+from procflow.store.codec import chunks
 from procflow.store.queries.base import Queries
 from procflow.store.queries.runrows.history import INSERT_HISTORY, history_values
 from procflow.store.queries.runrows.runs import SAVE_RUN, run_values
 from procflow.store.queries.runrows.timers import DELETE_TIMERS_OF_TOKEN
 from procflow.store.queries.runrows.tokens import UPDATE_TOKEN, token_values
 from procflow.store.rows import HistoryRow, RunRow, TokenRow
+
+Key = tuple[str, str]
+"""(flow, key value) of a limited flow's places."""
+
+_ADD_ARRAYS = (
+    "UPDATE limits AS l SET active=l.active+d.delta FROM unnest(?::bigint[], ?::text[], "
+    "?::text[]) AS d(delta, flow, key) WHERE l.flow=d.flow AND l.key=d.key"
+)
+_OLDEST = (
+    "SELECT * FROM (SELECT token_id, run_id, type, keys FROM waits WHERE kind='queue' AND "
+    "type=? AND keys=? ORDER BY token_id LIMIT ?) AS q"
+)
 
 
 class LimitQueries(Queries):
@@ -35,6 +49,44 @@ class LimitQueries(Queries):
             "SELECT DISTINCT keys FROM waits WHERE kind='queue' AND type=?", (f"queue:{flow}",)
         ).fetchall()
         return sorted(str(r[0]) for r in rows)
+
+    def lock_held_places(self, keys: Sequence[Key]) -> dict[Key, tuple[int, int | None]]:
+        """(places taken, limit) of ``keys`` (sorted; each has a row: a run held a place of
+        it), their rows locked until commit in that order: transactions freeing places of
+        several keys never deadlock (SQLite's write lock already serialises them)."""
+        out: dict[Key, tuple[int, int | None]] = {}
+        for chunk in chunks(list(keys), 200):
+            rows = self.c.execute(
+                "SELECT flow, key, active, lim FROM limits WHERE (flow, key) IN (VALUES "
+                + ",".join("(?, ?)" for _ in chunk)
+                + ") ORDER BY flow, key"
+                + self.b.for_update,
+                [value for pair in chunk for value in pair],
+            ).fetchall()
+            for flow, key, active, lim in rows:
+                out[(str(flow), str(key))] = (int(active), None if lim is None else int(lim))
+        return out
+
+    def add_places_many(self, deltas: Sequence[tuple[int, str, str]]) -> None:
+        """(delta, flow, key) each, one statement for all."""
+        if deltas:
+            self.b.batch(
+                "UPDATE limits SET active=active+? WHERE flow=? AND key=?", _ADD_ARRAYS, deltas
+            )
+
+    def queued_of(self, wanted: Mapping[Key, int]) -> dict[Key, list[tuple[int, str]]]:
+        """(token_id, run_id) of the oldest runs queued on each key, as many as ``wanted`` of
+        it: one statement for every key (an ordered index range each)."""
+        out: dict[Key, list[tuple[int, str]]] = {}
+        for chunk in chunks(list(wanted.items()), 200):
+            rows = self.c.execute(
+                " UNION ALL ".join(_OLDEST for _ in chunk),
+                [v for (flow, key), n in chunk for v in (f"queue:{flow}", key, n)],
+            ).fetchall()
+            for token_id, run_id, type_, key in rows:
+                found = out.setdefault((type_.removeprefix("queue:"), key), [])
+                found.append((int(token_id), str(run_id)))
+        return out
 
     def add_places(self, flow: str, key: str, delta: int) -> None:
         self.c.execute(
