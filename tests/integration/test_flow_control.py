@@ -297,10 +297,10 @@ def test_a_throttle_starts_at_most_limit_attempts_per_window_and_key(project: Pr
     project.later("10s")
     assert project.statuses(ids) == ["completed"] * 6
     assert [started_at(project, i) for i in ids] == [
-        ["00:00:00"], ["00:00:00"], ["00:00:10"], ["00:00:10"], ["00:00:20"], ["00:00:00"],
-    ]  # fmt: skip
+        ["00:00:00"], ["00:00:00"], ["00:00:10"], ["00:00:15"], ["00:00:20"], ["00:00:00"],
+    ]  # fmt: skip  # the refused come back per / limit apart, each one checked again
     throttled = [h for h in project.eng.show(ids[4])["history"] if h["type"] == "step.throttled"]
-    assert [h["until"] for h in throttled] == ["2027-01-01T00:00:10Z", "2027-01-01T00:00:20Z"]
+    assert [h["until"] for h in throttled] == ["2027-01-01T00:00:20Z"]
     assert all(h["attempt"] == 1 for h in throttled)  # waiting is not an attempt
 
 
@@ -445,12 +445,17 @@ def test_why_a_throttled_step_waits_says_until_when(project: Project) -> None:
     )
 
 
-def test_a_budget_counts_the_starts_a_worker_with_an_older_now_must_see(project: Project) -> None:
-    # Two workers: one reserves at its round's now (12 s), the other at an older one (9 s, its
-    # round began earlier). The starts at 0 s are in the older caller's window [0 s, 10 s) and
-    # must still be counted, though the newer caller's window no longer holds them.
-    reserve, per = project.eng.loop.advancer.reserve, 10_000_000
-    assert [reserve("b", "", 2, per, 0) for _ in range(2)] == [None, None]
-    assert reserve("b", "", 2, per, 12_000_000) is None
-    assert reserve("b", "", 2, per, 9_000_000) == 10_000_000
-    assert reserve("b", "", 2, per, 10_000_000) is None  # the window [0 s, 10 s) is over
+def test_a_budget_stamps_starts_by_the_store_clock_and_spreads_refused_attempts(
+    project: Project,
+) -> None:
+    # A worker whose round began earlier (its `now` is 9 s) reserves after the store's clock
+    # reached 12 s: its start is stamped 12 s, never before the starts another worker made.
+    reserve, per, sec = project.eng.loop.advancer.reserve, 10_000_000, 1_000_000
+    t0 = project.eng.now()
+    assert [reserve("b", "", 2, per, t0) for _ in range(2)] == [(True, t0), (True, t0)]
+    project.eng.advance("12s")
+    assert reserve("b", "", 2, per, t0 + 9 * sec) == (True, t0 + 12 * sec)
+    assert reserve("b", "", 2, per, t0 + 12 * sec) == (True, t0 + 12 * sec)
+    # Full: the refused come back one `per / limit` apart, not all when the first start frees.
+    refused = [reserve("b", "", 2, per, t0 + 12 * sec) for _ in range(3)]
+    assert refused == [(False, t0 + 22 * sec), (False, t0 + 27 * sec), (False, t0 + 32 * sec)]

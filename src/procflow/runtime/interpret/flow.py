@@ -58,7 +58,7 @@ from procflow.runtime.interpret.flow_state import (
     to_json,
     watched_values,
 )
-from procflow.runtime.interpret.flow_throttle import Reserve, over_budget
+from procflow.runtime.interpret.flow_throttle import Reserve, throttle_start
 from procflow.runtime.transition import Transition
 from procflow.states import RunStatus, TokenState
 from procflow.store.rows import RunRow, TokenRow
@@ -244,8 +244,8 @@ class Machine:
         frame.pop("s", None)
         frame.pop("due", None)
 
-    def started(self, step: FlowStep, **data: Any) -> None:
-        self.tr.add("step.started", step.id, self.token.path, self.token.attempt, **data)
+    def started(self, step: FlowStep, at: int | None = None, **data: Any) -> None:
+        self.tr.add("step.started", step.id, self.token.path, self.token.attempt, at, **data)
 
     # --- constructs -------------------------------------------------------------------------
 
@@ -254,10 +254,10 @@ class Machine:
         if timed_out is not None:  # the virtual time of the attempt below has run out
             self.failed_attempt(step, ActionAttempt(error=timed_out, kind="timeout"))
             return
-        if over_budget(self, step):
+        started = throttle_start(self, step)
+        if started is None:
             raise _Stop
         manifest = self.flow.connectors[step.connector]
-        started = self.tr.now
         outcome, _ = attempt_action(
             step, manifest, self.env(), self.eval_ctx, run_id=self.fc.run.id,
             path=self.token.path, attempt=self.token.attempt, project_dir=self.fc.project_dir,

@@ -22,7 +22,7 @@ from procflow.runtime.clock import iso, micros
 from procflow.runtime.data.inputs import check_inputs
 from procflow.runtime.interpret.actions import ActionAttempt
 from procflow.runtime.interpret.flow_state import Frame, to_json
-from procflow.runtime.interpret.flow_throttle import ThrottledMachine, over_budget
+from procflow.runtime.interpret.flow_throttle import ThrottledMachine, throttle_start
 from procflow.runtime.transition import ChildStart, Transition, new_run_id
 from procflow.states import RunStatus, TokenState
 from procflow.store.rows import RunRow, TokenRow
@@ -83,7 +83,7 @@ class CallingMachine(ThrottledMachine, Protocol):
     @property
     def current_run(self) -> RunRow: ...
     def env(self) -> dict[str, Any]: ...
-    def started(self, step: FlowStep, **data: Any) -> None: ...
+    def started(self, step: FlowStep, at: int | None = None, **data: Any) -> None: ...
     def complete(
         self, step: FlowStep, value: Any, *, history: bool = True, **data: Any
     ) -> None: ...
@@ -103,9 +103,10 @@ def take_call(m: CallingMachine, step: CallStep, frame: Frame) -> None:
     if timed_out is not None:  # a fake's virtual time ran past the step's timeout
         m.failed_attempt(step, ActionAttempt(error=timed_out, kind="timeout"))
         return
-    if over_budget(m, step):
+    started = throttle_start(m, step)
+    if started is None:
         raise _Stop
-    m.started(step)
+    m.started(step, started)
     try:
         given = render_value(dict(step.inputs), m.env(), m.eval_ctx)
     except ExprError as exc:

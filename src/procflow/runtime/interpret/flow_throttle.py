@@ -19,11 +19,11 @@ from procflow.runtime.clock import iso, micros
 from procflow.runtime.transition import Transition
 from procflow.store.rows import TokenRow
 
-__all__ = ["Reserve", "ThrottledMachine", "budget_of", "over_budget"]
+__all__ = ["Reserve", "ThrottledMachine", "budget_of", "throttle_start"]
 
-Reserve = Callable[[str, str, int, int, int], int | None]
-"""(budget, key, limit, per in µs, now) → None when a start was taken, else the instant from
-which the budget has one."""
+Reserve = Callable[[str, str, int, int, int], tuple[bool, int]]
+"""(budget, key, limit, per in µs, now) → (True, the instant the attempt starts) when a start
+was taken, else (False, when to come back)."""
 
 
 class ThrottledMachine(Protocol):
@@ -44,26 +44,28 @@ def budget_of(flow: str, throttle: Throttle) -> str:
     return throttle.name if throttle.shared else f"{flow}/{throttle.name}"
 
 
-def over_budget(m: ThrottledMachine, step: ActionStep | CallStep) -> bool:
-    """Take a start of ``step``'s budget; True when there is none (the token then waits, or the
-    step failed on its key's expression)."""
+def throttle_start(m: ThrottledMachine, step: ActionStep | CallStep) -> int | None:
+    """The instant ``step``'s attempt starts: now, or for a throttled step the instant its
+    budget gave it a start. None when there is none (the token then waits, or the step failed
+    on its key's expression)."""
     throttle = step.mods.throttle
     reserve = m.reserve()
     if throttle is None or reserve is None:
-        return False
+        return m.tr.now
     key = ""
     if throttle.key is not None:
         try:
             value = render(throttle.key, m.env(), m.eval_ctx)
         except ExprError as exc:
             m.fail(step, f"throttle.key: {exc.message}", "expression")
-            return True
+            return None
         key = value if isinstance(value, str) else str(render_text(value))
     budget = budget_of(m.flow_name, throttle)
-    due = reserve(budget, key, throttle.limit, micros(throttle.per), m.tr.now)
-    if due is None:
-        return False
+    taken, instant = reserve(budget, key, throttle.limit, micros(throttle.per), m.tr.now)
+    if taken:
+        return instant
     token = m.token
-    m.park("throttle", due, {"budget": budget, "key": key})
-    m.tr.add("step.throttled", step.id, token.path, token.attempt, until=iso(due), budget=budget)
-    return True
+    m.park("throttle", instant, {"budget": budget, "key": key})
+    m.tr.add("step.throttled", step.id, token.path, token.attempt, until=iso(instant),
+             budget=budget)  # fmt: skip
+    return None

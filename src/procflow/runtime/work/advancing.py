@@ -17,6 +17,7 @@ from typing import Any
 
 from procflow.errors import CallRefused
 from procflow.model.ir import Application
+from procflow.runtime.clock import store_now
 from procflow.runtime.interpret.deadlines import AttemptClock, watching
 from procflow.runtime.interpret.flow import FlowCtx, advance_flow
 from procflow.runtime.interpret.flow_call import CallTarget
@@ -184,21 +185,28 @@ class Advancer:
         return store
 
     @retry_on_conflict
-    def reserve(self, budget: str, key: str, limit: int, per: int, now: int) -> int | None:
-        """Take a start of a throttle's budget for ``key`` at ``now``, committed before the
-        attempt is made: None when taken, else when the budget next has one. The budget's row
-        is locked, so the starts of every worker count (a sliding window: at most ``limit``
-        starts in any ``per`` µs).
+    def reserve(self, budget: str, key: str, limit: int, per: int, now: int) -> tuple[bool, int]:
+        """Take a start of a throttle's budget for ``key``, committed before the attempt is
+        made: ``(True, instant)`` when taken (the attempt starts then: the store's clock once
+        the row was locked, never before ``now``), else ``(False, when to come back)``. The
+        budget's row is locked, so the starts of every worker count: at most ``limit`` starts
+        in any ``per`` µs.
 
-        The row keeps the latest ``limit`` starts whatever their age, not the window before
-        the caller's ``now``: a worker's ``now`` (its round's) may be older than the one
-        another worker pruned by, and the starts it must count are then still there."""
+        The row keeps the latest ``limit`` starts whatever their age (a worker's ``now`` may be
+        older than another's). A refused attempt is told to come back at the first free start
+        or after the one promised to the attempt refused before it, ``per / limit`` later: the
+        waiters come back spread at the budget's own rate rather than all at once (each is
+        checked again when it comes)."""
         with self._thread_store().tx() as tx:
-            starts = sorted(tx.lock_budget(budget, key))[-limit:]
-            if len(starts) < limit or starts[0] <= now - per:
-                tx.save_budget(budget, key, sorted([*starts, now])[-limit:])
-                return None
-            return starts[0] + per
+            starts, promised = tx.lock_budget(budget, key)
+            starts = sorted(starts)[-limit:]
+            at = max(now, store_now(tx))
+            if len(starts) < limit or starts[0] <= at - per:
+                tx.save_budget(budget, key, sorted([*starts, at])[-limit:], promised)
+                return True, at
+            due = max(starts[0] + per, promised)
+            tx.save_budget(budget, key, starts, due + max(1, per // limit))
+            return False, due
 
     def close(self) -> None:
         with self._stores_lock:

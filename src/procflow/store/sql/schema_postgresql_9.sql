@@ -18,6 +18,7 @@ CREATE TABLE throttles (
     name   TEXT NOT NULL,
     key    TEXT NOT NULL,
     starts TEXT NOT NULL DEFAULT '[]',
+    promised BIGINT NOT NULL DEFAULT 0,         -- when the next refused attempt is told to come back
     PRIMARY KEY (name, key)
 );
 

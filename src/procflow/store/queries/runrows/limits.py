@@ -150,21 +150,23 @@ class LimitQueries(Queries):
 
     # --- throttles --------------------------------------------------------------------------
 
-    def lock_budget(self, name: str, key: str) -> list[int]:
-        """The attempt starts kept for (``name``, ``key``), its row locked until commit."""
+    def lock_budget(self, name: str, key: str) -> tuple[list[int], int]:
+        """The attempt starts kept for (``name``, ``key``) and the instant promised to the next
+        refused attempt, its row locked until commit."""
         self.c.execute(
             "INSERT INTO throttles(name, key, starts) VALUES (?, ?, '[]') ON CONFLICT DO NOTHING",
             (name, key),
         )
         row = self.c.execute(
-            "SELECT starts FROM throttles WHERE name=? AND key=?" + self.b.for_update, (name, key)
+            "SELECT starts, promised FROM throttles WHERE name=? AND key=?" + self.b.for_update,
+            (name, key),
         ).fetchone()
-        return [int(v) for v in json.loads(row[0])]
+        return [int(v) for v in json.loads(row[0])], int(row[1])
 
-    def save_budget(self, name: str, key: str, starts: list[int]) -> None:
+    def save_budget(self, name: str, key: str, starts: list[int], promised: int) -> None:
         self.c.execute(
-            "UPDATE throttles SET starts=? WHERE name=? AND key=?",
-            (json.dumps(starts), name, key),
+            "UPDATE throttles SET starts=?, promised=? WHERE name=? AND key=?",
+            (json.dumps(starts), promised, name, key),
         )
 
     def budget_declared(self, name: str) -> tuple[int, int, str] | None:
