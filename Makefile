@@ -85,12 +85,17 @@ bench: $(STAMP)
 	$(BIN)/python bench/scenarios.py
 	$(BIN)/python bench/schedules.py
 	$(BIN)/python bench/calls.py
+	$(BIN)/python bench/flow_control.py
 
 # 4 workers on PostgreSQL advance 1,000 runs while a driver SIGKILLs one every ~200 ms; then 50
-# parents calling a child each, a worker SIGKILLed at each point of starting, ending and waking.
+# parents calling a child each, a worker SIGKILLed at each point of starting, ending and waking;
+# then flow control: for 30 s two processes start runs of a limited flow and one cancels them
+# while 4 workers, SIGKILLed every ~300 ms, end them; the limit and the queue are checked from
+# history.
 chaos: $(STAMP)
 	PROCFLOW_CHAOS_RUNS=1000 $(BIN)/pytest -s tests/faults/test_chaos.py
 	PROCFLOW_CALL_CRASH_PARENTS=50 $(BIN)/pytest tests/faults/test_call_crash.py
+	PROCFLOW_CHAOS_FC_SECONDS=30 $(BIN)/pytest -s tests/faults/test_flow_control_chaos.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .demo

@@ -72,7 +72,7 @@ def deploy(url: str, folder: Path, n: int) -> float:
 
 def plans(url: str) -> list[str]:
     """The plans of the statement a worker asks on every look for work."""
-    from procflow.store.queries.timers import FIRST_SCHEDULE, FIRST_TIMER
+    from procflow.store.queries.runrows.timers import FIRST_SCHEDULE, FIRST_TIMER
     from procflow.store.store import Store
 
     store = Store(url)

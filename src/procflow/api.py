@@ -150,21 +150,29 @@ class Runs:
 
     def page(
         self, status: str | None = None, name: str | None = None, *,
-        limit: int = DEFAULT_PAGE, cursor: str | None = None, parent: str | None = None,
+        limit: int = DEFAULT_PAGE, cursor: str | None = None, waiting_for: str | None = None,
+        parent: str | None = None,
     ) -> Page:  # fmt: skip
         """A page of runs (``runs list --json`` items), newest first, optionally of one status
-        and definition, and only the runs ``parent`` started by ``call``; give the same filters
-        again with ``cursor``."""
+        and definition, waiting for one kind (``queue``, ``throttle``, ``timer``…), and only the
+        runs ``parent`` started by ``call``; give the same filters again with ``cursor``."""
         before = _key(cursor, "runs", str)
-        found = self._e.runs_page(status, name, limit=limit, before=before, parent=parent)
+        found = self._e.runs_page(
+            status, name, limit=limit, before=before, waiting=waiting_for, parent=parent
+        )
         return _page("runs", found)
 
     def list(
-        self, status: str | None = None, name: str | None = None, *, parent: str | None = None
-    ) -> list[dict[str, Any]]:
+        self, status: str | None = None, name: str | None = None, *,
+        waiting_for: str | None = None, parent: str | None = None,
+    ) -> list[dict[str, Any]]:  # fmt: skip
         """Every run (``runs list --json`` items), newest first (read a page at a time)."""
         return list(
-            _every(lambda c: self.page(status, name, limit=MAX_PAGE, cursor=c, parent=parent))
+            _every(
+                lambda c: self.page(
+                    status, name, limit=MAX_PAGE, cursor=c, waiting_for=waiting_for, parent=parent
+                )
+            )
         )
 
     def show(self, run_id: str, history: int | None = None) -> dict[str, Any]:

@@ -29,6 +29,7 @@ request is unusable (every ``UsageError``).
           TaskNotOpenError      closed, or its run ended (also a StateConflictError: 409)
         ForbiddenError        the caller may not do this (another's task, HTTP 403): user, task_id
       NotPermittedError     the caller's roles do not allow this (HTTP 403, exit 1): user, roles
+      LimitReached          a flow's concurrency refuses a start (HTTP 409, exit 1): flow, key
       StepFailure           a step attempt failed
       CallRefused           a call step's flow cannot start a run now
       NonRetryableError     skip the remaining retry attempts
@@ -227,6 +228,17 @@ class NotFoundError(UsageError):
 class StateConflictError(UsageError):
     """The state of a run, task or schedule forbids the request now (HTTP 409): it ended, it is
     not open, it is not paused."""
+
+
+class LimitReached(ProcflowError):
+    """A flow with ``concurrency: { on_limit: refuse }`` has every place for the key taken:
+    the start is refused and nothing is stored (exit 1, HTTP 409: the request is sound, the
+    flow's state refuses it now)."""
+
+    def __init__(self, message: str, *, flow: str, key: str) -> None:
+        super().__init__(message)
+        self.flow = flow
+        self.key = key
 
 
 class RunStateError(StateConflictError):

@@ -24,30 +24,25 @@ figures (kills, re-executed attempts, wall time) are printed (``make chaos`` sho
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
 import shutil
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from chaos_fleet import Fleet, FleetPlan
 
 from procflow.runtime.engine import Engine
 from procflow.runtime.faults import POINTS
 
 PROJECT = Path(__file__).parent / "chaos_project"
-FORKSERVER = Path(__file__).parent / "chaos_forkserver.py"
 SECRET_KEY = "chaos-test-key-0123456789abcdef0123456789"
 RUNS = int(os.environ.get("PROCFLOW_CHAOS_RUNS", "200"))
 WORKERS = 4
@@ -135,124 +130,7 @@ def pg_url(pg_databases: Any) -> Iterator[str]:
         pg_databases.drop(url)
 
 
-# --- the fleet of workers and the driver ----------------------------------------------------
-
-
-@dataclass
-class Worker:
-    id: str
-    pid: int
-    faults: str
-    killed: bool = False
-
-
-@dataclass
-class Figures:
-    kills: int = 0  # SIGKILLs sent by the driver
-    fault_kills: int = 0  # workers that killed themselves at a fault point
-    starts: int = 0
-    crashes: list[str] = field(default_factory=list)  # exits that were neither: bugs
-
-
-class Fleet:
-    """``WORKERS`` worker processes (forked by chaos_forkserver.py); any that dies is replaced
-    at once."""
-
-    def __init__(self, url: str, logs: Path, seed: int) -> None:
-        self.logs = logs
-        self.random = random.Random(seed)
-        self.workers: list[Worker | None] = [None] * WORKERS
-        self.figures = Figures()
-        self.pids: dict[str, int] = {}
-        self.exits: dict[int, int] = {}
-        self.changed = threading.Condition()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PROCFLOW_")}
-        env.update(
-            PROCFLOW_DATABASE_URL=url, PROCFLOW_SECRET_KEY=SECRET_KEY,
-            PROCFLOW_LEASE_SECONDS=LEASE_SECONDS,
-        )  # fmt: skip
-        self.server = subprocess.Popen(
-            [sys.executable, str(FORKSERVER)], env=env, text=True, bufsize=1,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        )  # fmt: skip
-        self.listener = threading.Thread(target=self._listen, daemon=True)
-        self.listener.start()
-
-    def _listen(self) -> None:
-        assert self.server.stdout is not None
-        with self.server.stdout:  # closed at the fork server's end of output
-            for line in self.server.stdout:
-                kind, key, value = line.rstrip("\n").split("\t")
-                with self.changed:
-                    if kind == "pid":
-                        self.pids[key] = int(value)
-                    else:
-                        self.exits[int(key)] = int(value)
-                    self.changed.notify_all()
-
-    def _await(self, ready: Callable[[], bool], what: str) -> None:
-        with self.changed:
-            if not self.changed.wait_for(ready, timeout=30):
-                raise AssertionError(f"the fork server did not report {what} within 30s")
-
-    def start(self, slot: int) -> None:
-        self.figures.starts += 1
-        worker_id = f"chaos-{slot}-{self.figures.starts}"
-        faults = ""
-        if self.random.random() < 0.5:  # half die at a named point instead of a random one
-            faults = f"{self.random.choice(POINTS)}={self.random.randint(1, 40)}"
-        # Odd slots run two worker threads (two ids, one pool and process): a kill takes both.
-        args = "\t--concurrency\t2" if slot % 2 else ""
-        assert self.server.stdin is not None
-        self.server.stdin.write(f"{worker_id}\t{faults}\t{self.logs / worker_id}.log{args}\n")
-        self.server.stdin.flush()
-        self._await(lambda: worker_id in self.pids, f"worker {worker_id}")
-        self.workers[slot] = Worker(worker_id, self.pids[worker_id], faults)
-
-    def reap(self) -> None:
-        """Replace the workers that died on their own (a fault plan, or a bug)."""
-        for slot, worker in enumerate(self.workers):
-            if worker is None or worker.pid not in self.exits:
-                continue
-            code = self.exits[worker.pid]
-            if worker.killed:
-                self.figures.kills += 1
-            elif code == -signal.SIGKILL and worker.faults:
-                self.figures.fault_kills += 1
-            else:
-                tail = (self.logs / f"{worker.id}.log").read_text()[-3000:]
-                self.figures.crashes.append(
-                    f"{worker.id} exited {code} (faults {worker.faults!r}):\n{tail}"
-                )
-            self.start(slot)
-
-    def kill_one(self) -> None:
-        worker = self.workers[self.random.randrange(WORKERS)]
-        assert worker is not None
-        if worker.pid not in self.exits:
-            worker.killed = True
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(worker.pid, signal.SIGKILL)
-            self._await(lambda: worker.pid in self.exits, f"the end of {worker.id}")
-        self.reap()
-
-    def stop(self) -> list[tuple[str, int | None]]:
-        """SIGTERM every worker (graceful); returns (id, exit code) of each."""
-        live = [w for w in self.workers if w is not None and w.pid not in self.exits]
-        for worker in live:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(worker.pid, signal.SIGTERM)
-        with self.changed:
-            self.changed.wait_for(lambda: all(w.pid in self.exits for w in live), timeout=30)
-        assert self.server.stdin is not None
-        self.server.stdin.close()
-        try:
-            self.server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.server.kill()
-            self.server.wait()
-        self.listener.join(timeout=10)
-        return [(w.id, self.exits.get(w.pid)) for w in live]
+# --- the driver ---------------------------------------------------------------------------
 
 
 def create_runs(url: str, errors: list[BaseException]) -> None:
@@ -288,9 +166,12 @@ def test_workers_killed_at_random_lose_and_duplicate_nothing(pg_url: str, tmp_pa
 
     t0 = time.monotonic()
     seed = int(os.environ.get("PROCFLOW_CHAOS_SEED") or random.randrange(1, 1_000_000))
-    fleet = Fleet(pg_url, logs, seed)
-    for slot in range(WORKERS):
-        fleet.start(slot)
+    env = {
+        "PROCFLOW_DATABASE_URL": pg_url, "PROCFLOW_SECRET_KEY": SECRET_KEY,
+        "PROCFLOW_LEASE_SECONDS": LEASE_SECONDS,
+    }  # fmt: skip
+    fleet = Fleet(FleetPlan(WORKERS, POINTS, 40, env), logs, seed)
+    fleet.start_all()
     errors: list[BaseException] = []
     creator = threading.Thread(target=create_runs, args=(pg_url, errors))
     creator.start()
@@ -320,7 +201,7 @@ def test_workers_killed_at_random_lose_and_duplicate_nothing(pg_url: str, tmp_pa
     )
     assert all(code == 0 for _, code in stopped), f"SIGTERM must stop a worker cleanly: {stopped}"
     # A thread that died (the heartbeat, say) does not end its worker: its traceback shows it.
-    failed = {p.name: p.read_text() for p in logs.iterdir() if "Traceback" in p.read_text()}
+    failed = fleet.tracebacks()
     assert not failed, "\n".join(f"== {name}\n{text[-3000:]}" for name, text in failed.items())
 
     executed = check_store(pg_url)

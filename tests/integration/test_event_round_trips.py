@@ -23,7 +23,7 @@ from projects import DESK_MANIFEST, deploy_text, events_project
 from procflow.errors import UsageError
 from procflow.runtime.engine import Engine
 from procflow.runtime.operations.grouping import TxGroup
-from procflow.store.queries.waits import SeenWait
+from procflow.store.queries.runrows.waits import SeenWait
 from procflow.store.rows import HistoryRow
 from procflow.store.store import Store, Tx
 

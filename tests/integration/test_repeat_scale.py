@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from procflow.runtime.engine import Engine
-from procflow.store.queries.run_data import RunDataQueries
+from procflow.store.queries.runrows.run_data import RunDataQueries
 
 ITERATIONS = 300
 

@@ -17,7 +17,7 @@ from projects import DESK_MANIFEST, deploy_text, events_project
 
 from procflow.runtime.engine import Engine
 from procflow.runtime.interpret.flow_state import INPUTS
-from procflow.store.queries.run_data import RunDataQueries
+from procflow.store.queries.runrows.run_data import RunDataQueries
 
 QUIET = """\
 flow: quiet

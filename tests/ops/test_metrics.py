@@ -23,7 +23,7 @@ from procflow.server.state import ServerState
 from procflow.store.store import Store
 
 TOKEN = "ops-metrics-token-0123456789abcdef"
-LABELS = {"status", "definition", "kind", "step", "outcome", "le", "flow", "schedule"}
+LABELS = {"status", "definition", "kind", "step", "outcome", "le", "flow", "schedule", "name"}
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
@@ -77,6 +77,7 @@ def test_the_gauges_count_the_store(site: Site, db_url: str) -> None:
     }  # fmt: skip
     assert waiting == {
         "timer": 2, "event": 1, "retry": 1, "poll": 0, "record": 0, "task": 0, "call": 0,
+        "queue": 0, "throttle": 0,
     }  # fmt: skip
     assert value(found, "procflow_tasks_open") == 0
     assert value(found, "procflow_oldest_due_seconds") == 0  # nothing is overdue yet
@@ -242,13 +243,17 @@ def test_the_served_worker_counts_its_attempts_on_the_same_registry(
 QUERIES = {
     "runs": "SELECT status, name, count(*) FROM runs GROUP BY status, name",
     "timers": (
-        "SELECT kind, count(DISTINCT run_id) FROM timers WHERE kind IN ('poll','retry','timer') "
-        "GROUP BY kind"
+        "SELECT kind, count(DISTINCT run_id) FROM timers "
+        "WHERE kind IN ('poll','retry','throttle','timer') GROUP BY kind"
     ),
     "waits": "SELECT kind, count(DISTINCT run_id) FROM waits GROUP BY kind",
     "task runs": "SELECT count(DISTINCT run_id) FROM tasks WHERE status='open'",
     "tasks": "SELECT count(*) FROM tasks WHERE status='open'",
     "due": "SELECT min(due_at) FROM timers",
+    "queued": (
+        "SELECT r.name, count(DISTINCT t.run_id) FROM tokens t JOIN runs r ON r.id = t.run_id "
+        "WHERE t.wait_kind = 'queue' GROUP BY r.name"
+    ),
 }
 
 
@@ -258,6 +263,7 @@ def test_each_gauge_query_is_the_one_the_store_runs() -> None:
     ran = {
         queries.RUNS_BY_STATUS_AND_NAME, queries.WAITING_ON_TIMERS, queries.WAITING_ON_WAITS,
         queries.WAITING_ON_TASKS, queries.OPEN_TASKS, queries.EARLIEST_DUE,
+        queries.QUEUED_BY_FLOW,
     }  # fmt: skip
     assert ran == set(QUERIES.values())
 

@@ -19,7 +19,7 @@ import procflow
 from procflow.errors import UsageError
 from procflow.runtime.clock import from_iso
 from procflow.runtime.operations.retention import RetentionJob, cutoff, purge
-from procflow.store.queries.purge import RUN_TABLES
+from procflow.store.queries.runrows.purge import RUN_TABLES
 from procflow.store.store import Store
 
 HOUR = 3_600_000_000

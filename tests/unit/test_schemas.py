@@ -31,6 +31,7 @@ from procflow.expr import parse_duration
 from procflow.model.access import ACTIONS
 from procflow.model.connectors.registry import ConnectorRegistry
 from procflow.model.flow import compiler as flow
+from procflow.model.flow import control as flow_control
 from procflow.model.flow import core as flow_core
 from procflow.model.flow import ids as flow_ids
 from procflow.model.flow import schedules as flow_schedules
@@ -515,6 +516,8 @@ FLOW_KEYS = [
     pytest.param(("stepBody", "retry"), flow_core.RETRY_KEYS, id="retry"),
     pytest.param(("stepBody", "repeat"), flow_core.REPEAT_KEYS, id="repeat"),
     pytest.param(("stepBody", "wait"), flow_core.WAIT_KEYS, id="wait"),
+    pytest.param(("concurrency",), flow_control.CONCURRENCY_KEYS, id="concurrency"),
+    pytest.param(("stepBody", "throttle"), flow_control.THROTTLE_KEYS, id="throttle"),
 ]
 
 
@@ -580,6 +583,7 @@ EXTRA_VALUES = {
     "description": "d",
     "inputs": "{ a: 1 }",
     "detach": "true",
+    "throttle": "{ limit: 1, per: 1s }",
 }
 
 

@@ -169,3 +169,36 @@ def test_a_run_page_shows_at_most_20000_characters_of_bindings(web: Web) -> None
     bindings = html.split("<h2>Bindings</h2>", 1)[1].split("</section>", 1)[0]
     assert "more characters: Download JSON)" in bindings
     assert len(html_module.unescape(bindings)) < 20_000 + 200
+
+
+QUEUED = """\
+flow: queued
+concurrency: { limit: 1 }
+steps:
+  - nap: { wait: { for: 1h } }
+"""
+
+THROTTLED = """\
+flow: throttled
+steps:
+  - tell: { log.write: { message: hi }, throttle: { limit: 1, per: 1m } }
+"""
+
+
+def test_the_waiting_filter_offers_and_applies_queue_and_throttle(web: Web) -> None:
+    web.flow("queued", QUEUED)
+    web.flow("throttled", THROTTLED)
+    queued = [web.engine.start_flow("queued", {}) for _ in range(2)][1]
+    throttled = [web.engine.start_flow("throttled", {}) for _ in range(2)][1]
+    web.work()
+    html = web.page("/ui/runs")
+    assert '<option value="queue">queue</option>' in html
+    assert '<option value="throttle">throttle</option>' in html
+    assert run_links(web.page("/ui/runs?waiting=queue")) == [queued]
+    assert run_links(web.page("/ui/runs?waiting=throttle")) == [throttled]
+    assert "selected>throttle</option>" in web.page("/ui/runs?waiting=throttle")
+    # The timeline filters by flow control's entries too.
+    web.engine.advance("1h")
+    for run_id, entry in ((queued, "run.dequeued"), (throttled, "step.throttled")):
+        typed = web.page(f"/ui/runs/{run_id}?type={entry}")
+        assert re.findall(r'<td data-label="Type">([^<]+)</td>', typed) == [entry]

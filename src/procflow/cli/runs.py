@@ -30,6 +30,7 @@ from procflow.cli.output import (
     whole_number,
 )
 from procflow.errors import DurationError, ExprError, UsageError
+from procflow.runtime.operations.listing import WAIT_KINDS
 from procflow.states import RunStatus
 
 
@@ -160,17 +161,25 @@ def runs() -> None:
 @runs.command("list")
 @click.option("--status", type=run_status_choice, help="Only runs with this status.")
 @click.option("--name", help="Only runs of this definition.")
+@click.option(
+    "--waiting-for", "waiting", type=click.Choice(WAIT_KINDS),
+    help="Only runs with a token waiting for this (queue: over a concurrency limit; throttle: "
+    "over a step's throttle).",
+)  # fmt: skip
 @click.option("--parent", metavar="ID", help="Only the runs that run ID started by call.")
 @page_options("runs", str)
 @db_option
 @json_option
 def runs_list(
-    status: str | None, name: str | None, parent: str | None, limit: int, before: str | None,
+    status: str | None, name: str | None, waiting: str | None, parent: str | None, limit: int,
+    before: str | None,
     db_url: str, as_json: bool,
 ) -> None:  # fmt: skip
     """Runs, newest first, a page at a time."""
     with _engine.engine_at(db_url) as engine:
-        page = engine.runs_page(status, name, limit=limit, before=before, parent=parent)
+        page = engine.runs_page(
+            status, name, limit=limit, before=before, waiting=waiting, parent=parent
+        )
     echo_page(page.items, more_line("runs", page.next_key), as_json, _run_line)
 
 

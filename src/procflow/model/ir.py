@@ -412,6 +412,29 @@ class FlowTrigger:
 
 
 @dataclass(frozen=True, slots=True)
+class Throttle:
+    """At most ``limit`` attempts start per ``per`` for each ``key`` value, in the budget
+    ``name`` (shared by every step naming it) or the step's own (``flow/step``)."""
+
+    limit: int
+    per: timedelta
+    name: str
+    pos: Pos
+    key: Template | None = None
+    shared: bool = False  # ``name`` was written (else the step's own budget)
+
+
+@dataclass(frozen=True, slots=True)
+class Concurrency:
+    """At most ``limit`` runs of the flow active at once (per ``key`` value)."""
+
+    limit: int
+    pos: Pos
+    key: Template | None = None
+    on_limit: Literal["queue", "refuse"] = "queue"
+
+
+@dataclass(frozen=True, slots=True)
 class Modifiers:
     if_: Template | None = None
     optional: bool = False
@@ -419,6 +442,7 @@ class Modifiers:
     timeout: timedelta | None = None  # action steps: per attempt; call steps: the whole wait
     recover: tuple[FlowStep, ...] | None = None  # group, for_each, repeat only
     description: str | None = None
+    throttle: Throttle | None = None  # action and call steps only
 
 
 @dataclass(frozen=True, slots=True)
@@ -553,6 +577,7 @@ class Flow:
     output: ValueTree | None = None
     connectors: Mapping[str, ConnectorManifest] = field(default_factory=dict)  # those it uses
     schedules: tuple[Schedule, ...] = ()  # its trigger's schedules, in the file's order
+    concurrency: Concurrency | None = None
 
 
 Definition = Process | Flow

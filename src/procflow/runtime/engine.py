@@ -245,13 +245,15 @@ class Engine(ListingCalls):
     @staticmethod
     def _arming(now: int) -> tuple[Callable[[Tx, Flow], None], Callable[[Tx, Application], None]]:
         """What a deploy of a flow, and of an intent file, does besides storing it: their
-        schedules follow it."""
+        schedules follow it; a flow's concurrency limit governs its keys from now on."""
+        from procflow.runtime.runs.limits import relimit
         from procflow.runtime.schedules.arming import sync_app_schedules, sync_schedules
 
-        return (
-            lambda tx, f: sync_schedules(tx, f.name, f, now),
-            lambda tx, app: sync_app_schedules(tx, app, now),
-        )
+        def on_flow(tx: Tx, flow: Flow) -> None:
+            sync_schedules(tx, flow.name, flow, now)
+            relimit(tx, flow, now)
+
+        return on_flow, lambda tx, app: sync_app_schedules(tx, app, now)
 
     @functools.cached_property
     def schedules(self) -> ScheduleCalls:

@@ -61,6 +61,7 @@ class ChildStart:
     # The call step's path, taken when the step starts: a detached call's token has moved on
     # to the next step by the time the commit writes the link.
     step: str
+    limited: bool = False  # the called flow has a concurrency limit
 
 
 @dataclass(slots=True)

@@ -28,7 +28,7 @@ from procflow.runtime.clock import system_now
 from procflow.runtime.operations.conflicts import retry_on_conflict
 from procflow.server.problems import Problem
 from procflow.server.routing import Call, json_response
-from procflow.store.queries.idempotency import IdempotentResponse
+from procflow.store.queries.exchange.idempotency import IdempotentResponse
 
 __all__ = [
     "HEADER",

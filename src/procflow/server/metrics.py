@@ -10,15 +10,17 @@ one: two servers in one test process must not share counters). Its families:
   ``procflow_runs_finished_total{definition,status}``,
   ``procflow_calls_total{flow,outcome}`` (calls of a flow started, and what came of them),
   ``procflow_schedule_slots_total{flow,schedule,outcome}`` (the slots its work loop fired, by
-  what came of them) and ``procflow_schedule_lag_seconds{flow,schedule}`` (histogram: how long
-  after its nominal instant each due slot fired);
+  what came of them), ``procflow_schedule_lag_seconds{flow,schedule}`` (histogram: how long
+  after its nominal instant each due slot fired) and ``procflow_throttled_total{name}`` (step
+  attempts that waited for a throttle budget instead of starting, by budget name);
 - read from the store (the same in every process), cached for :data:`GAUGE_TTL` seconds, each
   one indexed query: ``procflow_runs{status,definition}``, ``procflow_runs_waiting{kind}``,
+  ``procflow_runs_queued{flow}`` (runs waiting behind a concurrency limit),
   ``procflow_tasks_open``, ``procflow_oldest_due_seconds``, and ``procflow_store_up`` (0 when
   the store did not answer the last read: the counters are still served).
 
-No label ever holds a run id, a task id or a value: only definition, step, flow and schedule
-names, and the fixed outcome, status and kind words.
+No label ever holds a run id, a task id or a value: only definition, step, flow, schedule and
+throttle budget names, and the fixed outcome, status and kind words.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ class _Shard:
     """One thread's counts. Only its own thread writes it, so an attempt counts without a lock;
     a scrape reads every shard (a count in flight shows at the next scrape)."""
 
-    __slots__ = ("attempts", "calls", "durations", "finished", "lags", "slots")
+    __slots__ = ("attempts", "calls", "durations", "finished", "lags", "slots", "throttled")
 
     def __init__(self) -> None:
         self.attempts: dict[tuple[str, str, str], int] = {}
@@ -78,6 +80,7 @@ class _Shard:
         self.calls: dict[tuple[str, str], int] = {}  # (called flow, outcome)
         self.slots: dict[tuple[str, str, str], int] = {}  # (flow, schedule, outcome)
         self.lags: dict[tuple[str, str], list[float]] = {}  # (flow, schedule): as durations
+        self.throttled: dict[str, int] = {}  # budget name -> waits
 
 
 class PrometheusObserver(CountingObserver, Collector):
@@ -123,6 +126,10 @@ class PrometheusObserver(CountingObserver, Collector):
         key = (flow, outcome)
         shard.calls[key] = shard.calls.get(key, 0) + 1
 
+    def count_throttled(self, budget: str) -> None:
+        shard = self._shard()
+        shard.throttled[budget] = shard.throttled.get(budget, 0) + 1
+
     def slots_fired(self, flow: str, schedule: str, fired: Fired) -> None:
         """Each outcome counted by its number (a firing that catches up on missed slots counts
         them all); the lag once per firing (``Fired.lag`` is in microseconds)."""
@@ -146,6 +153,7 @@ class PrometheusObserver(CountingObserver, Collector):
             shards = list(self._shards)
         yield from _step_families(shards)
         yield from _schedule_families(shards)
+        yield _throttled_family(shards)
 
 
 def _step_families(shards: list[_Shard]) -> Iterator[Metric]:
@@ -217,6 +225,21 @@ def _schedule_families(shards: list[_Shard]) -> Iterator[Metric]:
     for pair, row in sorted(_merged([s.lags for s in shards]).items()):
         lag.add_metric(list(pair), _cumulative(row, LAG_BUCKETS), sum_value=row[-1])
     yield lag
+
+
+def _throttled_family(shards: list[_Shard]) -> Metric:
+    throttled: dict[str, int] = {}
+    for shard in shards:
+        _add(throttled, dict(shard.throttled))
+    counted = CounterMetricFamily(
+        "procflow_throttled",
+        "Step attempts this process's work loop did not start because their throttle budget "
+        "was spent (each a wait until the budget allows one), by budget name.",
+        labels=("name",),
+    )
+    for name, count in sorted(throttled.items()):
+        counted.add_metric([name], count)
+    return counted
 
 
 def _add(total: dict[Any, int], counts: dict[Any, int]) -> None:
@@ -292,6 +315,14 @@ class StoreGaugeCollector(Collector):
         for kind, count in sorted(read.waiting.items()):
             waiting.add_metric([kind], count)
         yield waiting
+        queued = GaugeMetricFamily(
+            "procflow_runs_queued",
+            "Runs waiting for a place under their flow's concurrency limit, by flow.",
+            labels=("flow",),
+        )
+        for flow, count in sorted(read.queued.items()):
+            queued.add_metric([flow], count)
+        yield queued
         yield GaugeMetricFamily("procflow_tasks_open", "Open user tasks.", value=read.open_tasks)
         yield GaugeMetricFamily(
             "procflow_oldest_due_seconds",

@@ -13,6 +13,7 @@ from procflow.errors import (
     DefinitionError,
     ForbiddenError,
     HttpProblem,
+    LimitReached,
     NotFoundError,
     NotPermittedError,
     ProcflowError,
@@ -55,7 +56,7 @@ def problem_for(exc: ProcflowError) -> Problem:
     errors = [{"field": str(field), "message": message}] if field else []
     if isinstance(exc, NotFoundError):
         return Problem(404, message, errors)
-    if isinstance(exc, StateConflictError):
+    if isinstance(exc, StateConflictError | LimitReached):
         return Problem(409, message, errors)
     if isinstance(exc, ForbiddenError | NotPermittedError):
         return Problem(403, message, errors)

@@ -19,7 +19,7 @@ from procflow.store.url import Dialect
 
 __all__ = ["SCHEMA_VERSION", "Backend", "schema_script", "statements"]
 
-SCHEMA_VERSION = 8  # schema_<dialect>_1.sql creates; each later file migrates one step
+SCHEMA_VERSION = 9  # schema_<dialect>_1.sql creates; each later file migrates one step
 
 
 class Backend(Protocol):

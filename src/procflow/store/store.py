@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from procflow.config import DEFAULT_DATABASE_URL
 from procflow.errors import StoreConflict, StoreError
 from procflow.store.backend import SCHEMA_VERSION, Backend
-from procflow.store.queries.runs import RunImage, run_image
+from procflow.store.queries.runrows.runs import RunImage, run_image
 from procflow.store.sqlite import SqliteBackend
 from procflow.store.tx import Tx
 from procflow.store.url import StoreUrl, no_store_here

@@ -3,25 +3,26 @@
 from __future__ import annotations
 
 from procflow.store.backend import Backend
-from procflow.store.queries.calls import CallQueries
 from procflow.store.queries.definitions import DefinitionQueries
-from procflow.store.queries.events import EventQueries
-from procflow.store.queries.history import HistoryQueries
-from procflow.store.queries.idempotency import IdempotencyQueries
-from procflow.store.queries.leases import LeaseQueries
+from procflow.store.queries.exchange.events import EventQueries
+from procflow.store.queries.exchange.idempotency import IdempotencyQueries
+from procflow.store.queries.exchange.outbox import OutboxQueries
+from procflow.store.queries.exchange.records import RecordQueries
+from procflow.store.queries.exchange.tasks import TaskQueries
 from procflow.store.queries.meta import MetaQueries
 from procflow.store.queries.metrics import MetricsQueries
-from procflow.store.queries.outbox import OutboxQueries
-from procflow.store.queries.purge import PurgeQueries
-from procflow.store.queries.records import RecordQueries
-from procflow.store.queries.run_data import RunDataQueries
-from procflow.store.queries.runs import RunQueries
+from procflow.store.queries.runrows.calls import CallQueries
+from procflow.store.queries.runrows.history import HistoryQueries
+from procflow.store.queries.runrows.leases import LeaseQueries
+from procflow.store.queries.runrows.limits import LimitQueries
+from procflow.store.queries.runrows.purge import PurgeQueries
+from procflow.store.queries.runrows.run_data import RunDataQueries
+from procflow.store.queries.runrows.runs import RunQueries
+from procflow.store.queries.runrows.starts import StartQueries
+from procflow.store.queries.runrows.timers import TimerQueries
+from procflow.store.queries.runrows.tokens import TokenQueries
+from procflow.store.queries.runrows.waits import WaitQueries
 from procflow.store.queries.schedules import ScheduleQueries
-from procflow.store.queries.starts import StartQueries
-from procflow.store.queries.tasks import TaskQueries
-from procflow.store.queries.timers import TimerQueries
-from procflow.store.queries.tokens import TokenQueries
-from procflow.store.queries.waits import WaitQueries
 
 __all__ = ["Tx"]
 
@@ -38,6 +39,7 @@ class Tx(
     TimerQueries,
     ScheduleQueries,
     CallQueries,
+    LimitQueries,
     HistoryQueries,
     EventQueries,
     TaskQueries,

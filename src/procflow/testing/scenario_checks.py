@@ -26,6 +26,7 @@ from procflow.model.reading.yamlsrc import YMap, YNode, YScalar, YSeq, kind_name
 from procflow.model.source import Diagnostics, Pos, suggest
 from procflow.runtime.clock import from_iso
 from procflow.runtime.data.inputs import check_inputs
+from procflow.runtime.operations.listing import WAIT_KINDS
 from procflow.testing.scenario_types import DEFAULT_CLOCK, Action, Given, Scenario
 
 FAKE_KEYS = (
@@ -40,7 +41,6 @@ EXPECT_KEYS = (
     "status", "path", "visited", "not_visited", "waiting", "output", "bindings", "record",
     "error", "tasks", "outbox", "calls", "history", "runs",
 )  # fmt: skip
-WAIT_KINDS = ("timer", "retry", "poll", "event", "record", "task", "call")
 _LIST_OF_NAMES = ("path", "visited", "not_visited", "history")
 _MAPS = ("output", "bindings", "record", "calls")
 HTTP_REQUEST = "http.request"

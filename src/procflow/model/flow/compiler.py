@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from procflow.expr import ANY, Shape, ValueTree
 from procflow.model.connectors.registry import ConnectorRegistry
+from procflow.model.flow import control
 from procflow.model.flow.exprs import (
     ERROR_SHAPE,
     RUN_SHAPE,
@@ -31,7 +32,10 @@ from procflow.model.schedule import Schedule
 from procflow.model.source import Diagnostics, suggest
 from procflow.model.values import literal_mismatch
 
-TOP_KEYS = ("flow", "description", "version", "trigger", "inputs", "steps", "recover", "output")
+TOP_KEYS = (
+    "flow", "description", "version", "trigger", "inputs", "concurrency", "steps", "recover",
+    "output",
+)  # fmt: skip
 INPUT_KEYS = ("type", "required", "default", "description")
 INPUT_TYPES = ("string", "integer", "number", "boolean", "object", "array", "timestamp")
 TRIGGER_KEYS = ("event", "as", "when")
@@ -88,10 +92,15 @@ class _FlowCompiler:
         self.looked_up = steps_c.looked_up
         trigger, schedules = self.triggers(top.get("trigger"), name, inputs, steps_c)
         visible = self.input_shapes(inputs)
+        limit = None
+        if "concurrency" in top.entries:
+            ids_ = {i: "" for i in ids}
+            limit = control.concurrency(self.r, self.x, top.get("concurrency"), visible, ids_)
         base = Scope({**visible, "run": RUN_SHAPE}, hidden=steps_c.hidden)
         steps_node = self.r.require(top, "steps", TOP, "the steps the flow runs")
         steps, bound = steps_c.steps(steps_node, base, TOP, "steps")
         recover = self.recover(top.get("recover"), base, bound, steps_c)
+        control.check_shared(self.r, steps + (recover or ()))
         output = self.output(top.get("output"), base, bound)
         if name is None or not steps:
             return None
@@ -109,6 +118,7 @@ class _FlowCompiler:
             output=output,
             connectors=dict(sorted(steps_c.used.items())),
             schedules=schedules,
+            concurrency=limit,
         )
 
     # --- header ----------------------------------------------------------------------------

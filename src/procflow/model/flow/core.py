@@ -17,6 +17,7 @@ from typing import Any
 from procflow.errors import DurationError
 from procflow.expr import ANY, ListShape, ObjectShape, Shape, parse_duration
 from procflow.model.connectors.registry import ConnectorRegistry
+from procflow.model.flow import control
 from procflow.model.flow.exprs import ERROR_SHAPE, Exprs, Scope
 from procflow.model.flow.ids import RESERVED, StepId, split_step
 from procflow.model.ir import ConnectorManifest, FlowStep, Modifiers, RetryPolicy
@@ -28,7 +29,7 @@ CONSTRUCTS = ("wait", "wait_for", "repeat", "for_each", "set", "fail", "call")
 COMMON_MODIFIERS = ("if", "optional", "description")
 # keys each construct accepts besides its own key and the common modifiers
 CONSTRUCT_KEYS: dict[str, tuple[str, ...]] = {
-    "action": ("retry", "timeout"),
+    "action": ("retry", "timeout", "throttle"),
     "wait": (),
     "wait_for": ("match", "timeout", "lookback"),
     "repeat": ("steps", "recover"),
@@ -36,7 +37,7 @@ CONSTRUCT_KEYS: dict[str, tuple[str, ...]] = {
     "group": ("steps", "recover"),
     "set": (),
     "fail": (),
-    "call": ("inputs", "detach", "retry", "timeout"),
+    "call": ("inputs", "detach", "retry", "timeout", "throttle"),
 }
 CONSTRUCT_NAMES = {
     "action": "an action step",
@@ -62,6 +63,7 @@ KEY_HOMES = {
     "as": "as belongs to for_each",
     "inputs": "inputs belong to call (the inputs of the flow it starts)",
     "detach": "detach belongs to call",
+    "throttle": "throttle applies to action and call steps only",
 }
 ALL_CONSTRUCTS_TEXT = (
     "<connector>.<action>, wait, wait_for, repeat, for_each, steps (a group), set, fail or call"
@@ -285,6 +287,9 @@ class StepCore:
         if retried and "timeout" in body.entries:
             timeout = self.duration(body.get("timeout"), b.ctx, "timeout")
         optional = self.r.boolean(body.get("optional"), b.ctx, "optional")
+        throttle = None
+        if retried and "throttle" in body.entries:
+            throttle = control.throttle(self.r, self.x, body.get("throttle"), b.scope, b.ctx, b.id)
         return Modifiers(
             if_=self.x.condition(body.get("if"), b.scope, b.ctx, "if", allow_bool=True),
             optional=bool(optional),
@@ -292,6 +297,7 @@ class StepCore:
             timeout=timeout,
             recover=recover,
             description=self.r.string(body.get("description"), b.ctx, "description"),
+            throttle=throttle,
         )
 
     def retry(self, node: YNode | None, context: str) -> RetryPolicy | None:

@@ -17,6 +17,7 @@ from procflow.model.ir import Application, Entity, Flow, WaitForStep
 from procflow.model.validate import Loaded, load_file, load_text
 from procflow.runtime.clock import micros
 from procflow.runtime.data.records import seed_rows
+from procflow.runtime.definitions.budgets import declare_budgets
 from procflow.runtime.definitions.callees import checked_files
 from procflow.runtime.definitions.catalog import Catalog, event_retention
 from procflow.runtime.interpret.flow_state import FlowIndex
@@ -112,6 +113,7 @@ def _store_file(
         lookback = longest_lookback(FlowIndex(definition))
         if lookback > event_retention(tx):
             tx.meta_set("event_retention", str(lookback))
+        declare_budgets(tx, definition)
     done = deploy(tx, definition, loaded.source, definition.file, project, now)
     if isinstance(definition, Flow) and on_flow is not None:
         on_flow(tx, definition)

@@ -58,6 +58,7 @@ from procflow.runtime.interpret.flow_state import (
     to_json,
     watched_values,
 )
+from procflow.runtime.interpret.flow_throttle import Reserve, throttle_start
 from procflow.runtime.transition import Transition
 from procflow.states import RunStatus, TokenState
 from procflow.store.rows import RunRow, TokenRow
@@ -87,6 +88,7 @@ class FlowCtx:
     saved: tuple[Any, ...] = field(default=(), repr=False)
     lease_until: int = 0
     resolve_call: Resolver | None = field(default=None, repr=False)  # a call step's flow
+    reserve: Reserve | None = field(default=None, repr=False)  # a throttled step's start
 
 
 def advance_flow(fc: FlowCtx, token: TokenRow, now: int) -> Transition:
@@ -119,6 +121,13 @@ class Machine:
     @property
     def current_run(self) -> RunRow:
         return self.fc.run
+
+    @property
+    def flow_name(self) -> str:
+        return self.flow.name
+
+    def reserve(self) -> Reserve | None:
+        return self.fc.reserve
 
     def resolve_call(self, name: str) -> CallTarget:
         if self.fc.resolve_call is None:
@@ -235,8 +244,8 @@ class Machine:
         frame.pop("s", None)
         frame.pop("due", None)
 
-    def started(self, step: FlowStep, **data: Any) -> None:
-        self.tr.add("step.started", step.id, self.token.path, self.token.attempt, **data)
+    def started(self, step: FlowStep, at: int | None = None, **data: Any) -> None:
+        self.tr.add("step.started", step.id, self.token.path, self.token.attempt, at, **data)
 
     # --- constructs -------------------------------------------------------------------------
 
@@ -245,8 +254,10 @@ class Machine:
         if timed_out is not None:  # the virtual time of the attempt below has run out
             self.failed_attempt(step, ActionAttempt(error=timed_out, kind="timeout"))
             return
+        started = throttle_start(self, step)
+        if started is None:
+            raise _Stop
         manifest = self.flow.connectors[step.connector]
-        started = self.tr.now
         outcome, _ = attempt_action(
             step, manifest, self.env(), self.eval_ctx, run_id=self.fc.run.id,
             path=self.token.path, attempt=self.token.attempt, project_dir=self.fc.project_dir,

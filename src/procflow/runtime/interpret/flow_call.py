@@ -22,6 +22,7 @@ from procflow.runtime.clock import iso, micros
 from procflow.runtime.data.inputs import check_inputs
 from procflow.runtime.interpret.actions import ActionAttempt
 from procflow.runtime.interpret.flow_state import Frame, to_json
+from procflow.runtime.interpret.flow_throttle import ThrottledMachine, throttle_start
 from procflow.runtime.transition import ChildStart, Transition, new_run_id
 from procflow.states import RunStatus, TokenState
 from procflow.store.rows import RunRow, TokenRow
@@ -72,7 +73,7 @@ Resolver = Callable[[str], CallTarget]
 """The newest enabled version of a flow, by name (raises :class:`CallRefused`)."""
 
 
-class CallingMachine(Protocol):
+class CallingMachine(ThrottledMachine, Protocol):
     """What the call step needs of the flow machine."""
 
     tr: Transition
@@ -82,7 +83,7 @@ class CallingMachine(Protocol):
     @property
     def current_run(self) -> RunRow: ...
     def env(self) -> dict[str, Any]: ...
-    def started(self, step: FlowStep, **data: Any) -> None: ...
+    def started(self, step: FlowStep, at: int | None = None, **data: Any) -> None: ...
     def complete(
         self, step: FlowStep, value: Any, *, history: bool = True, **data: Any
     ) -> None: ...
@@ -102,7 +103,10 @@ def take_call(m: CallingMachine, step: CallStep, frame: Frame) -> None:
     if timed_out is not None:  # a fake's virtual time ran past the step's timeout
         m.failed_attempt(step, ActionAttempt(error=timed_out, kind="timeout"))
         return
-    m.started(step)
+    started = throttle_start(m, step)
+    if started is None:
+        raise _Stop
+    m.started(step, started)
     try:
         given = render_value(dict(step.inputs), m.env(), m.eval_ctx)
     except ExprError as exc:
@@ -140,7 +144,7 @@ def _start(
     token, tr = m.token, m.tr
     child = ChildStart(
         new_run_id(), target.version_id, target.flow.name, target.flow.steps[0].id, inputs,
-        token, depth, step.detach, token.path,
+        token, depth, step.detach, token.path, target.flow.concurrency is not None,
     )  # fmt: skip
     tr.calls.append(child)
     tr.add("call.started", step.id, token.path, token.attempt, run_id=child.run_id,
@@ -194,6 +198,8 @@ def child_failure(child_id: str, flow: str, child: dict[str, Any]) -> str:
     if status == RunStatus.FAILED:
         at = f" at {error['step']}" if error.get("step") else ""
         return f"run {child_id} of {flow} failed{at}: {error.get('message', 'no message')}"
+    if status == "refused":
+        return f"run {child_id} of {flow} was refused: {error.get('message')}"
     return f"run {child_id} of {flow} was {status}"
 
 

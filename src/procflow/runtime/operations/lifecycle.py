@@ -17,6 +17,7 @@ from procflow.model.ir import Application
 from procflow.runtime.data.records import record_json
 from procflow.runtime.interpret.intent import eval_context
 from procflow.runtime.runs.host import RunHost
+from procflow.runtime.runs.limits import free_places
 from procflow.runtime.runs.starts import insert_intent_run, record_start_key
 from procflow.runtime.waits.calls import wake_parents
 from procflow.runtime.waits.record_waits import on_record_event
@@ -76,6 +77,8 @@ def cancel_run(tx: Tx, run: RunRow, now: int, reason: str, by: str | None = None
     ``run.cancelled`` when named."""
     run = tx.run_for_update(run.id) or run  # a committing worker may have moved it on
     _end_as_cancelled(tx, run, now, reason, by)
+    if run.state.get("limit"):
+        free_places(tx, [run], now)
     for child_id in tx.waiting_children(run.id):
         child = tx.run_for_update(child_id)
         if child is not None and child.status not in ENDED:

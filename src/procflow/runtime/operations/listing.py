@@ -176,7 +176,7 @@ def _declared(reader: Tx, catalog: Catalog, entity: str) -> Entity:
 # --- pages -----------------------------------------------------------------------------------
 
 
-WAIT_KINDS = ("timer", "retry", "poll", "event", "record", "task", "call")
+WAIT_KINDS = ("timer", "retry", "poll", "event", "record", "task", "call", "queue", "throttle")
 """What a token can wait for (``waiting_for.kind``)."""
 HISTORY_TYPES = (
     "run.started", "step.started", "step.completed", "step.failed", "step.skipped",
@@ -185,8 +185,9 @@ HISTORY_TYPES = (
     "var.cleared", "message.sent", "message.outboxed", "call.started", "call.ended",
     "token.forked", "token.ended",
     "run.completed", "run.failed", "run.cancelled", "run.aborted", "run.retried",
+    "run.dequeued", "step.throttled",
 )  # fmt: skip
-"""Every history entry type, in the order a run meets them."""
+"""Every history entry type, in the order a run meets them (flow control's last)."""
 FAILURE_TYPES = ("step.failed", "attempt.failed", "run.failed", "run.aborted")
 """The history entry types that say something went wrong."""
 

@@ -39,6 +39,8 @@ def token_json(token: TokenRow, tx: Tx | None = None, depth: int = 1) -> dict[st
     if wait is not None:
         if tx is not None and wait.get("kind") == "call" and depth <= MAX_CHAIN:
             wait["child"] = _child_waits(tx, str(wait["run_id"]), depth)
+        if tx is not None and wait.get("kind") == "queue":
+            wait.update(_queue_facts(tx, token, str(wait.get("key", ""))))
         out["waiting_for"] = wait
         out["since"] = iso(token.since)
     return out
@@ -56,6 +58,24 @@ def _child_waits(tx: Tx, child_id: str, depth: int) -> dict[str, Any] | None:
         if "waiting_for" in shown:
             waiting.append({k: v for k, v in shown.items() if k not in ("state", "since")})
     return {"status": str(child.status), "waiting": waiting}
+
+
+SHOWN_HOLDERS = 3  # the runs named as holding the places a queued run waits for
+
+
+def _queue_facts(tx: Tx, token: TokenRow, key: str) -> dict[str, Any]:
+    """What a run queued on its flow's limit waits behind: ``places`` (the limit), ``taken``,
+    up to :data:`SHOWN_HOLDERS` ``holders`` (``{run_id, status}``) and the runs ``ahead``."""
+    run = tx.run(token.run_id)
+    if run is None or token.id is None:
+        return {}
+    taken, places = tx.places(run.name, key)
+    holders = tx.place_holders(run.name, key, SHOWN_HOLDERS)
+    return {
+        "places": places, "taken": taken,
+        "holders": [{"run_id": i, "status": status} for i, status in holders],
+        "ahead": tx.queue_position(run.name, key, token.id),
+    }  # fmt: skip
 
 
 def parent_json(tx: Tx, run_id: str) -> dict[str, Any] | None:
@@ -191,7 +211,36 @@ def why_line(step: str, wait: dict[str, Any]) -> str:
         return f"{step}: a [{wait['entity']}] record of this run's record{via}{when}"
     if kind == "call":
         return _call_line(step, wait)
+    if kind == "queue":
+        return _queue_line(step, wait)
+    if kind == "throttle":
+        return f"{step}: throttled until {wait['due']} (budget {wait['budget']}{_key(wait)})"
     return f"{step}: waiting for {kind}"
+
+
+def _key(wait: dict[str, Any]) -> str:
+    return f", key {wait['key']}" if wait.get("key") else ""
+
+
+def _queue_line(step: str, wait: dict[str, Any]) -> str:
+    """``queued: 1 of 1 places for key 42 taken by run ID; 3 runs ahead``; a failed holder is
+    said to keep its place."""
+    key = f" for key {wait['key']}" if wait.get("key") else ""
+    places = wait.get("places")
+    line = f"{step}: queued: {wait.get('taken', '?')} of {places if places is not None else '?'}"
+    line += f" places{key} taken"
+    holders = wait.get("holders") or []
+    if holders:
+        named = [
+            f"run {h['run_id']}"
+            + (" (failed: it keeps its place until retried to an end or cancelled)"
+               if h["status"] == "failed" else "")
+            for h in holders
+        ]  # fmt: skip
+        more = int(wait.get("taken") or 0) - len(holders)
+        line += " by " + ", ".join(named) + (f" and {more} more" if more > 0 else "")
+    ahead = int(wait.get("ahead") or 0)
+    return line + f"; {ahead} {'run' if ahead == 1 else 'runs'} ahead"
 
 
 def _call_line(step: str, wait: dict[str, Any]) -> str:

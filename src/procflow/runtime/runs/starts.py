@@ -9,16 +9,18 @@ A ``start_key`` makes the start happen at most once (per record, per event).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from procflow.model.ir import Flow, Process
 from procflow.runtime.interpret.flow_state import INPUTS, initial_state
+from procflow.runtime.runs.limits import Place, take_place
 from procflow.runtime.transition import new_run_id
 from procflow.states import RunStatus, TokenState
 from procflow.store.rows import HistoryRow, RunRow, TokenRow
 from procflow.store.store import Tx
 
-__all__ = ["insert_flow_run", "insert_intent_run", "new_run_id", "record_start_key"]
+__all__ = ["ChildOf", "insert_flow_run", "insert_intent_run", "new_run_id", "record_start_key"]
 
 
 def record_start_key(process: str, entity: str, id_: int) -> str:
@@ -68,12 +70,32 @@ def insert_flow_run(
     start_key: str | None = None,
     by: str | None = None,
     schedule: tuple[str, int] | None = None,
+    *,
+    child: ChildOf | None = None,
 ) -> RunRow | None:
     """A run of ``flow`` with checked ``inputs``; None when ``start_key`` was used before.
     ``by``: as for :func:`insert_intent_run`. ``schedule``: the schedule and slot that start
-    it (kept in the run's state: ``runs show`` and ``run.scheduled_at`` read it)."""
+    it (kept in the run's state: ``runs show`` and ``run.scheduled_at`` read it). ``child``: a
+    call step's child. A flow with ``concurrency`` takes a place or queues the run
+    (``runtime/runs/limits.py``); one that refuses raises :class:`LimitReached`."""
     first = flow.steps[0].id
-    return insert_run_of(tx, version_id, flow.name, first, inputs, now, start_key, by, schedule)
+    place = take_place(tx, flow, inputs, now) if flow.concurrency is not None else None
+    run = insert_run_of(
+        tx, version_id, flow.name, first, inputs, place.at if place is not None else now,
+        start_key, by, schedule, place=place, child=child,
+    )  # fmt: skip
+    if run is None and place is not None and place.holds:
+        tx.add_places(flow.name, place.key, -1)  # the start key was taken: no run, no place
+    return run
+
+
+@dataclass(frozen=True)
+class ChildOf:
+    """What a child run started by a call step carries of its parent."""
+
+    run_id: str
+    state: dict[str, Any]  # depth, and the parent to resume
+    started: dict[str, Any]  # what its ``run.started`` says
 
 
 def new_flow_run(
@@ -126,22 +148,40 @@ class FlowStarts:
 def insert_run_of(
     tx: Tx, version_id: int, name: str, first: str, inputs: Mapping[str, Any], now: int,
     start_key: str | None = None, by: str | None = None,
-    schedule: tuple[str, int] | None = None,
+    schedule: tuple[str, int] | None = None, *, place: Place | None = None,
+    child: ChildOf | None = None,
 ) -> RunRow | None:  # fmt: skip
     """:func:`insert_flow_run` from what a start needs of the flow: its name and first step (a
-    schedule keeps them, so firing a slot compiles nothing)."""
-    run = new_flow_run(version_id, name, now, start_key, schedule)
+    schedule keeps them, so firing a slot compiles nothing). ``place``: the run's place in its
+    flow's concurrency limit (a run without one is queued at its first step)."""
+    run_id = child.run_id if child is not None else None
+    run = new_flow_run(version_id, name, now, start_key, schedule, run_id)
+    token = TokenRow(None, run.id, first, first, TokenState.READY, 1, now, None, {})
+    started = dict(child.started) if child is not None else {}
+    if child is not None:
+        run.state.update(child.state)
+    if place is not None:
+        run.state["limit"] = {"key": place.key, "holds": place.holds}
+        if not place.holds:
+            run.status, token.state = RunStatus.WAITING, TokenState.WAITING
+            token.wait = {"kind": "queue", "key": place.key}
+            started["queued"] = True
     if not tx.insert_run(run):
         return None
     tx.apply_scope_ops(run.id, [("put", *INPUTS, dict(inputs))])
-    _begin(tx, run, TokenRow(None, run.id, first, first, TokenState.READY, 1, now, None, {}), by)
+    _begin(tx, run, token, by, started)
+    if token.wait is not None:
+        assert token.id is not None
+        tx.insert_waits([(token.id, run.id, "queue", f"queue:{name}", token.wait["key"], now)])
     tx.notify()
     return run
 
 
-def _begin(tx: Tx, run: RunRow, token: TokenRow, by: str | None) -> None:
+def _begin(
+    tx: Tx, run: RunRow, token: TokenRow, by: str | None, started: dict[str, Any] | None = None
+) -> None:
     """The first token and ``run.started`` of a run just inserted (with ``seq`` 1 already: its
     row needs no second write)."""
     tx.insert_token(token)
-    started = {"by": by} if by is not None else None
-    tx.append_history(run.id, [HistoryRow(1, token.since, "run.started", data=started)])
+    data = dict(started or {}) | ({"by": by} if by is not None else {})
+    tx.append_history(run.id, [HistoryRow(1, token.since, "run.started", data=data or None)])

@@ -85,7 +85,10 @@ def start_plan(tx: Tx, flow: Flow) -> dict[str, Any]:
     version = tx.latest_version(flow.name)
     assert version is not None  # the deploy storing it is this transaction
     inputs = check_inputs(flow, {})
-    return {"version_id": version.id, "first": flow.steps[0].id, "inputs": inputs}
+    plan = {"version_id": version.id, "first": flow.steps[0].id, "inputs": inputs}
+    if flow.concurrency is not None:  # its starts take places: firing reads the flow
+        plan["limited"] = True
+    return plan
 
 
 def sync_app_schedules(tx: Tx, app: Application, now: int) -> None:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from itertools import takewhile
 
-from procflow.errors import ProcflowError, StoreError
+from procflow.errors import LimitReached, ProcflowError, StoreError
 from procflow.model.schedule import Overlap
 from procflow.runtime import faults
 from procflow.runtime.operations.lifecycle import cancel_run
 from procflow.runtime.runs.host import RunHost
-from procflow.runtime.runs.starts import FlowStarts, insert_run_of, new_flow_run
+from procflow.runtime.runs.starts import FlowStarts, insert_flow_run, insert_run_of, new_flow_run
 from procflow.runtime.schedules.arming import arm
 from procflow.runtime.schedules.slots import MAX_SLOTS, Fired, is_late, is_sweep, late_slots
 from procflow.runtime.schedules.sweeps import fire_sweep
@@ -188,7 +188,9 @@ def _start(
     plan = row.plan  # the newest version's, kept by the deploy: firing compiles nothing
     key = slot_key(row.key, slot) if keyed else None
     run: RunRow | None
-    if starts is not None:  # written with its group, which is undone if the key was taken
+    if plan.get("limited"):  # the flow's concurrency decides: a run at a time
+        run = _start_limited(host, tx, row, slot, key, fired)
+    elif starts is not None:  # written with its group, which is undone if the key was taken
         run = new_flow_run(plan["version_id"], row.flow, host.now(), key, (row.key, slot))
         starts.add(run, plan["first"], plan["inputs"])
     else:
@@ -203,6 +205,21 @@ def _start(
     if row.last_slot is None or slot >= row.last_slot:  # a backfilled older slot is not last
         row.last_slot, row.last_run = slot, run.id
     fired.started.append(run.id)
+
+
+def _start_limited(
+    host: RunHost, tx: Tx, row: ScheduleRow, slot: int, key: str | None, fired: Fired
+) -> RunRow | None:
+    plan = row.plan
+    _, flow = host.catalog.flow(plan["version_id"], tx)
+    try:
+        return insert_flow_run(
+            tx, plan["version_id"], flow, plan["inputs"], host.now(), start_key=key,
+            schedule=(row.key, slot),
+        )  # fmt: skip
+    except LimitReached:  # concurrency.on_limit: refuse
+        fired.skipped += 1
+        return None
 
 
 def slot_key(key: str, slot: int) -> str:

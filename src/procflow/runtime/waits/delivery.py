@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from procflow.errors import EventError, ExprError, FlowsChanged
+from procflow.errors import EventError, ExprError, FlowsChanged, LimitReached
 from procflow.expr import evaluate_condition
 from procflow.model.ir import ConnectorManifest, EventSpec, Flow
 from procflow.runtime.data.events import (
@@ -26,7 +26,7 @@ from procflow.runtime.runs.host import RunHost
 from procflow.runtime.runs.starts import insert_flow_run
 from procflow.runtime.transition import Transition
 from procflow.states import ENDED, RunStatus, TokenState
-from procflow.store.queries.waits import SeenWait
+from procflow.store.queries.runrows.waits import SeenWait
 from procflow.store.rows import HistoryRow, RunRow, TokenRow
 from procflow.store.store import Tx
 
@@ -198,7 +198,11 @@ def _trigger(
                 errors.append({"flow": flow.name, "message": f"when: {exc.message}"})
                 continue
         key = f"{flow.name}/event/{event.id}"
-        run = insert_flow_run(tx, version_id, flow, values, now, start_key=key)
+        try:
+            run = insert_flow_run(tx, version_id, flow, values, now, start_key=key)
+        except LimitReached as exc:  # concurrency.on_limit: refuse, reported like a guard error
+            errors.append({"flow": flow.name, "message": str(exc)})
+            continue
         if run is not None:
             started.append(run.id)
     return started, errors

@@ -17,10 +17,12 @@ from typing import Any
 
 from procflow.errors import CallRefused
 from procflow.model.ir import Application
+from procflow.runtime.clock import store_now
 from procflow.runtime.interpret.deadlines import AttemptClock, watching
 from procflow.runtime.interpret.flow import FlowCtx, advance_flow
 from procflow.runtime.interpret.flow_call import CallTarget
 from procflow.runtime.interpret.intent import RunCtx, advance
+from procflow.runtime.operations.conflicts import retry_on_conflict
 from procflow.runtime.runs.host import RunHost
 from procflow.runtime.transition import Transition
 from procflow.runtime.work.incidents import IncidentCtx, describe, incident
@@ -117,7 +119,7 @@ class Advancer:
                 project_dir=compiled.project_dir, environ=self.host.environ,
                 load_scopes=lambda path: self.reader().scopes(run.id, path),
                 load_row=lambda path, n: self.reader().scope_row(run.id, path, n),
-                resolve_call=self.call_target,
+                resolve_call=self.call_target, reserve=self.reserve,
             )  # fmt: skip
         compiled, process = catalog.process(run.version_id, run.name)
         app = compiled.definition
@@ -170,14 +172,41 @@ class Advancer:
 
     def reader(self) -> Tx:
         """A read view on this thread's own connection (slot threads never share the loop's)."""
+        return self._thread_store().read()
+
+    def _thread_store(self) -> Store:
         if threading.current_thread() is self._loop_thread:
-            return self.host.store.read()
+            return self.host.store
         store: Store | None = getattr(self._local, "store", None)
         if store is None:
             store = self._local.store = Store(self.url)
             with self._stores_lock:
                 self._stores.append(store)
-        return store.read()
+        return store
+
+    @retry_on_conflict
+    def reserve(self, budget: str, key: str, limit: int, per: int, now: int) -> tuple[bool, int]:
+        """Take a start of a throttle's budget for ``key``, committed before the attempt is
+        made: ``(True, instant)`` when taken (the attempt starts then: the store's clock once
+        the row was locked, never before ``now``), else ``(False, when to come back)``. The
+        budget's row is locked, so the starts of every worker count: at most ``limit`` starts
+        in any ``per`` µs.
+
+        The row keeps the latest ``limit`` starts whatever their age (a worker's ``now`` may be
+        older than another's). A refused attempt is told to come back at the first free start
+        or after the one promised to the attempt refused before it, ``per / limit`` later: the
+        waiters come back spread at the budget's own rate rather than all at once (each is
+        checked again when it comes)."""
+        with self._thread_store().tx() as tx:
+            starts, promised = tx.lock_budget(budget, key)
+            starts = sorted(starts)[-limit:]
+            at = max(now, store_now(tx))
+            if len(starts) < limit or starts[0] <= at - per:
+                tx.save_budget(budget, key, sorted([*starts, at])[-limit:], promised)
+                return True, at
+            due = max(starts[0] + per, promised)
+            tx.save_budget(budget, key, starts, due + max(1, per // limit))
+            return False, due
 
     def close(self) -> None:
         with self._stores_lock:

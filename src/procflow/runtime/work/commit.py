@@ -21,6 +21,7 @@ from procflow.runtime.interpret.intent import RunCtx
 from procflow.runtime.operations.lifecycle import cancel_run, on_record_write
 from procflow.runtime.runs.children import start_children
 from procflow.runtime.runs.host import RunHost
+from procflow.runtime.runs.limits import free_places
 from procflow.runtime.schedules.firing import release_buffered
 from procflow.runtime.transition import ChildStart, Transition
 from procflow.runtime.waits.calls import wake_parents
@@ -83,6 +84,8 @@ class Committer:
                     on_record_write(self.host, tx, "onUpdate", *write, now)
             # A run a schedule started ended: a slot buffered behind it (buffer_one) starts.
             ended = [rc.run for rc, _ in done if rc.run.status in ENDED]
+            if any(run.state.get("limit") for run in ended):
+                free_places(tx, ended, now)  # a queued run of the key starts in its stead
             if any(run.state.get("schedule") for run in ended):
                 release_buffered(self.host, tx, ended)
             # A child that ended or failed resumes the parent waiting on it.
@@ -172,7 +175,7 @@ class Committer:
     def _calls(self, tx: Tx, rows: _Rows, now: int) -> None:
         """Start the children the batch's call steps started (their parents' tokens parked on
         them in this commit), then cancel those whose calls timed out."""
-        start_children(tx, rows.calls, now)
+        start_children(tx, rows.calls, now, lambda v: self.host.catalog.flow(v, tx)[1])
         faults.point("child_started")
         for child_id in rows.cancels:
             child = tx.run_for_update(child_id)

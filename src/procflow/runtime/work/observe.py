@@ -149,6 +149,9 @@ class CountingObserver(Observer, ABC):
                 self.count_call(child.flow, "started")
             for flow, outcome in tr.calls_ended:
                 self.count_call(flow, outcome)
+            for entry in tr.history:
+                if entry.type == "step.throttled" and entry.data is not None:
+                    self.count_throttled(str(entry.data["budget"]))
 
     @abstractmethod
     def count_attempt(
@@ -165,6 +168,11 @@ class CountingObserver(Observer, ABC):
     def count_call(self, flow: str, outcome: str) -> None:
         """A call of ``flow`` started (``started``), or its step took back what came of it: one
         of :data:`CALL_OUTCOMES` after ``started`` (a detached call counts only as started)."""
+
+    @abstractmethod
+    def count_throttled(self, budget: str) -> None:
+        """A step's attempt waited for the throttle budget ``budget`` (its name, or
+        ``FLOW/STEP``) instead of starting."""
 
 
 def outcome_of(ctx: AttemptCtx, outcome: Any) -> tuple[str, str]:
@@ -201,6 +209,7 @@ class StoreGauges:
     waiting: dict[str, int]  # what runs wait for -> runs (every kind, 0 included)
     open_tasks: int
     oldest_due_seconds: float  # how late the most overdue timer is; 0 when none is due
+    queued: dict[str, int] = field(default_factory=dict)  # flow -> runs queued (none: absent)
     read_at: float = field(default_factory=time.monotonic)
 
 
@@ -212,5 +221,6 @@ def read_gauges(reader: Tx) -> StoreGauges:
     now = store_now(reader)
     late = max(0.0, (now - due) / 1_000_000) if due is not None else 0.0
     return StoreGauges(
-        reader.run_counts_by_status_and_name(), waiting, reader.open_task_count(), late
-    )
+        reader.run_counts_by_status_and_name(), waiting, reader.open_task_count(), late,
+        reader.queued_run_counts(),
+    )  # fmt: skip

@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from starlette.responses import Response
 
-from procflow.runtime.operations.listing import bad_parent
+from procflow.runtime.operations.listing import WAIT_KINDS, bad_parent
 from procflow.runtime.transition import RUN_ID_PATTERN, is_run_id
 from procflow.server.idempotency import HEADER_PARAM, REPLAYED_HEADERS, Created, idempotent
 from procflow.server.inputs import (
@@ -103,13 +103,18 @@ def list_runs(call: Call) -> Response:
     status = call.query.get("status") or None
     if status is not None and status not in _STATUSES:
         raise bad_query("status", f"status must be one of {', '.join(_STATUSES)}, not [{status}]")
+    waiting = call.query.get("waiting_for") or None
+    if waiting is not None and waiting not in WAIT_KINDS:
+        raise bad_query(
+            "waiting_for", f"waiting_for must be one of {', '.join(WAIT_KINDS)}, not [{waiting}]"
+        )
     asked = str_page(call.query, "runs")
     name = call.query.get("name") or None
     parent = call.query.get("parent") or None
     if parent is not None and not is_run_id(parent):
         raise bad_query("parent", bad_parent(parent))
     page = call.engine.runs_page(
-        status, name, limit=asked.limit, before=asked.before, parent=parent
+        status, name, limit=asked.limit, before=asked.before, waiting=waiting, parent=parent
     )
     return json_response(page_json(asked, page))
 
@@ -211,6 +216,9 @@ ENDPOINTS = [
         params=(
             {**text_param("status", "Only runs with this status."), "schema": {"enum": _STATUSES}},
             text_param("name", "Only runs of this definition."),
+            {**text_param("waiting_for", "Only runs with a token waiting for this (queue: over "
+                          "a concurrency limit; throttle: over a step's throttle)."),
+             "schema": {"enum": list(WAIT_KINDS)}},
             query_param("parent", "Only the runs that this run started by `call` (an unknown "
                         "run: none).", {"type": "string", "pattern": RUN_ID_PATTERN}),
             *PAGE_PARAMS,
@@ -256,6 +264,9 @@ ENDPOINTS = [
             "additionalProperties": False,
         }}},
         responses={"201": _STARTED, "404": {"description": "no such definition"},
+                   "409": {"description": "the flow's concurrency limit is reached for the "
+                           "run's key and it refuses starts over it (on_limit: refuse): nothing "
+                           "stored"},
                    "422": _START_REFUSED},
     ),
     Endpoint(

@@ -12,7 +12,7 @@ from procflow.store.queries.base import Queries, sql_strings
 
 # The timer kinds a run waits on as such (``waiting_for.kind``); the others (an event's or a
 # task's timeout, a task about to open) belong to a wait counted from its own table.
-TIMED_WAITS = ("timer", "retry", "poll")
+TIMED_WAITS = ("timer", "retry", "poll", "throttle")
 
 RUNS_BY_STATUS_AND_NAME = "SELECT status, name, count(*) FROM runs GROUP BY status, name"
 WAITING_ON_TIMERS = (
@@ -23,6 +23,12 @@ WAITING_ON_WAITS = "SELECT kind, count(DISTINCT run_id) FROM waits GROUP BY kind
 WAITING_ON_TASKS = "SELECT count(DISTINCT run_id) FROM tasks WHERE status='open'"
 OPEN_TASKS = "SELECT count(*) FROM tasks WHERE status='open'"
 EARLIEST_DUE = "SELECT min(due_at) FROM timers"
+# Runs queued behind a concurrency limit, by flow: the tokens index by wait kind finds them, each
+# run's name is one primary-key lookup (what is queued, never every run).
+QUEUED_BY_FLOW = (
+    "SELECT r.name, count(DISTINCT t.run_id) FROM tokens t JOIN runs r ON r.id = t.run_id "
+    "WHERE t.wait_kind = 'queue' GROUP BY r.name"
+)
 
 
 class MetricsQueries(Queries):
@@ -39,6 +45,10 @@ class MetricsQueries(Queries):
         row = self.c.execute(WAITING_ON_TASKS).fetchone()
         counts["task"] = int(row[0]) if row is not None else 0
         return counts
+
+    def queued_run_counts(self) -> dict[str, int]:
+        """Flow name -> how many of its runs wait in a concurrency queue (none: absent)."""
+        return {str(k): int(n) for k, n in self.c.execute(QUEUED_BY_FLOW).fetchall()}
 
     def open_task_count(self) -> int:
         row = self.c.execute(OPEN_TASKS).fetchone()

@@ -92,6 +92,19 @@ class RunQueries(Queries):
         ).fetchone()
         return None if row is None else run_row(row)
 
+    def runs_for_update(self, run_ids: Sequence[str]) -> dict[str, RunRow]:
+        """The runs, each locked until commit as :meth:`run_for_update` locks it (in id order:
+        two of these never deadlock)."""
+        out: dict[str, RunRow] = {}
+        for chunk in chunks(sorted(run_ids)):
+            rows = self.c.execute(
+                f"SELECT {RUN_COLS} FROM runs WHERE id IN ({marks(len(chunk))}) "
+                f"ORDER BY id{self.b.for_update}",
+                chunk,
+            ).fetchall()
+            out.update((r.id, r) for r in map(run_row, rows))
+        return out
+
     def run_by_start_key(self, start_key: str) -> str | None:
         """The id of the run started with ``start_key`` (a schedule's slot), if any."""
         row = self.c.execute("SELECT id FROM runs WHERE start_key=?", (start_key,)).fetchone()
@@ -164,13 +177,9 @@ class RunQueries(Queries):
             if value is not None:
                 sql += f" AND {condition}"
                 args.append(value)
-        if waiting is not None:
-            # A token's wait is stored compact with "kind" first (every wait is built so).
-            sql += (
-                " AND EXISTS (SELECT 1 FROM tokens t WHERE t.run_id=runs.id "
-                "AND t.state='waiting' AND t.wait LIKE ?)"
-            )
-            args.append('{"kind":"' + waiting + '"%')
+        if waiting is not None:  # read off the index of the tokens' wait kind
+            sql += " AND id IN (SELECT run_id FROM tokens WHERE wait_kind=? AND state='waiting')"
+            args.append(waiting)
         rows = self.c.execute(sql + " ORDER BY id DESC LIMIT ?", [*args, limit]).fetchall()
         return [RunSummary(*r) for r in rows]
 

@@ -8,10 +8,10 @@ from typing import Any
 from procflow.store.codec import dumps
 from procflow.store.queries.base import Queries
 from procflow.store.queries.definitions import LATEST_ENABLED_FLOWS, flow_version_ids
-from procflow.store.queries.history import INSERT_HISTORY, INTO_HISTORY, history_values
-from procflow.store.queries.runs import SAVE_RUN, run_values
-from procflow.store.queries.timers import DELETE_TIMERS_OF_TOKEN
-from procflow.store.queries.tokens import UPDATE_TOKEN, token_values
+from procflow.store.queries.runrows.history import INSERT_HISTORY, INTO_HISTORY, history_values
+from procflow.store.queries.runrows.runs import SAVE_RUN, run_values
+from procflow.store.queries.runrows.timers import DELETE_TIMERS_OF_TOKEN
+from procflow.store.queries.runrows.tokens import UPDATE_TOKEN, token_values
 from procflow.store.rows import HistoryRow, RunRow, TokenRow
 
 _INSERT_EVENT = "INSERT INTO events(id, type, keys, data, accepted_at) "

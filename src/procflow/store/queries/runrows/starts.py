@@ -7,10 +7,10 @@ from typing import Any
 
 from procflow.store.codec import dumps, none_or_dumps
 from procflow.store.queries.base import with_chain
-from procflow.store.queries.history import INTO_HISTORY, HistoryQueries
-from procflow.store.queries.run_data import RunDataQueries
-from procflow.store.queries.runs import RunQueries
-from procflow.store.queries.tokens import TokenQueries
+from procflow.store.queries.runrows.history import INTO_HISTORY, HistoryQueries
+from procflow.store.queries.runrows.run_data import RunDataQueries
+from procflow.store.queries.runrows.runs import RunQueries
+from procflow.store.queries.runrows.tokens import TokenQueries
 from procflow.store.rows import HistoryRow, RunRow, TokenRow
 
 _NEW_RUNS = (

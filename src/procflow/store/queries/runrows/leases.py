@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 
 from procflow.store.codec import chunks
 from procflow.store.queries.base import LIVE_SQL, Queries, marks
-from procflow.store.queries.runs import RUN_COLS, RunImage, run_row
-from procflow.store.queries.timers import FIRST_SCHEDULE, FIRST_TIMER
+from procflow.store.queries.runrows.runs import RUN_COLS, RunImage, run_row
+from procflow.store.queries.runrows.timers import FIRST_SCHEDULE, FIRST_TIMER
 from procflow.store.rows import RunRow
 
 _HELD = f" AND lease_owner=? AND lease_until>=? AND status IN ({LIVE_SQL})"

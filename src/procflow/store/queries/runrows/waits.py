@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from procflow.store.codec import chunks
 from procflow.store.queries.base import Queries, marks
-from procflow.store.queries.runs import RUN_COLS, run_row
-from procflow.store.queries.tokens import TOKEN_COLS, token_row
+from procflow.store.queries.runrows.runs import RUN_COLS, run_row
+from procflow.store.queries.runrows.tokens import TOKEN_COLS, token_row
 from procflow.store.rows import RunRow, TokenRow
 
 _RUN_COLS_R = ", ".join(f"r.{column.strip()}" for column in RUN_COLS.split(","))
@@ -150,6 +151,23 @@ class WaitQueries(Queries):
             ).fetchall()
         tokens = [token_row(row) for row in found]
         return [(*waiting[int(t.id or 0)], t) for t in tokens]
+
+    def take_waiting_tokens(self, token_ids: Sequence[int]) -> dict[int, TokenRow]:
+        """:meth:`take_waiting_token` of many: the tokens whose wait was still there, by id."""
+        taken: list[int] = []
+        for chunk in chunks(list(token_ids)):
+            rows = self.c.execute(
+                f"DELETE FROM waits WHERE token_id IN ({marks(len(chunk))}) RETURNING token_id",
+                chunk,
+            ).fetchall()
+            taken.extend(int(r[0]) for r in rows)
+        out: dict[int, TokenRow] = {}
+        for chunk in chunks(taken):
+            rows = self.c.execute(
+                f"SELECT {TOKEN_COLS} FROM tokens WHERE id IN ({marks(len(chunk))})", chunk
+            ).fetchall()
+            out.update((t.id, t) for t in map(token_row, rows) if t.id is not None)
+        return out
 
     def delete_waits_of_tokens(self, token_ids: Sequence[int]) -> None:
         self.b.batch(_DELETE_OF_TOKEN, _DELETE_OF_TOKENS, [(i,) for i in token_ids])
