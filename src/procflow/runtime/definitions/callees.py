@@ -31,13 +31,13 @@ def checked_files(catalog: Catalog, files: Sequence[Loaded]) -> list[Loaded]:
     flows = [f for f in map(flow_of, files) if f is not None]
     together = {f.name for f in flows}
     called = {step.flow for f in flows for step in call_steps(f.steps + (f.recover or ()))}
-    if not called:  # a deploy without calls reads no deployed definition (it counts: 10,000
-        return list(files)  # flows deployed one by one read the list 10,000 times)
+    # A deploy without calls, or calling only flows deployed with it, reads no deployed
+    # definition (it counts: 10,000 flows deployed one by one read the list 10,000 times).
     missing = called - together
     deployed, intents = (
         deployed_signatures(catalog, catalog.store.read(), missing) if missing else ({}, set())
     )
-    checked = check_calls_together(files, deployed, intents)
+    checked = check_calls_together(files, deployed, intents) if called else list(files)
     problems = [d for loaded in checked if not loaded.ok for d in loaded.diagnostics]
     if any(not loaded.ok for loaded in checked):
         raise DefinitionError(problems)
