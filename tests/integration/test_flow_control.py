@@ -287,19 +287,23 @@ def started_at(project: Project, run_id: str) -> list[str]:
 
 def test_a_throttle_starts_at_most_limit_attempts_per_window_and_key(project: Project) -> None:
     project.deploy("post", post_flow("post"))
+    # Which runs of a round a worker attempts first is not fixed: the checks count, not name.
     ids = [project.start("post", channel=c) for c in ["a"] * 5 + ["b"]]
-    assert project.statuses(ids) == ["completed"] * 2 + ["waiting"] * 3 + ["completed"]
-    waiting = project.eng.show(ids[2])["tokens"][0]["waiting_for"]
-    assert waiting == {
-        "kind": "throttle", "budget": "post/post", "key": "a", "due": "2027-01-01T00:00:10Z",
-    }  # fmt: skip
+    statuses = project.statuses(ids)
+    assert sorted(statuses[:5]) == ["completed"] * 2 + ["waiting"] * 3
+    assert statuses[5] == "completed"  # another key: a window of its own
+    waiting = [project.eng.show(i)["tokens"] for i in ids[:5]]
+    dues = sorted(t[0]["waiting_for"]["due"][11:19] for t in waiting if t)
+    assert dues == ["00:00:10", "00:00:15", "00:00:20"]  # per / limit apart, not all at once
+    assert {t[0]["waiting_for"]["budget"] for t in waiting if t} == {"post/post"}
     project.later("10s")
     project.later("10s")
     assert project.statuses(ids) == ["completed"] * 6
-    assert [started_at(project, i) for i in ids] == [
-        ["00:00:00"], ["00:00:00"], ["00:00:10"], ["00:00:15"], ["00:00:20"], ["00:00:00"],
-    ]  # fmt: skip  # the refused come back per / limit apart, each one checked again
-    throttled = [h for h in project.eng.show(ids[4])["history"] if h["type"] == "step.throttled"]
+    starts = sorted(started_at(project, i)[0] for i in ids[:5])
+    assert starts == ["00:00:00", "00:00:00", "00:00:10", "00:00:15", "00:00:20"]
+    assert started_at(project, ids[5]) == ["00:00:00"]
+    last = next(i for i in ids[:5] if started_at(project, i) == ["00:00:20"])
+    throttled = [h for h in project.eng.show(last)["history"] if h["type"] == "step.throttled"]
     assert [h["until"] for h in throttled] == ["2027-01-01T00:00:20Z"]
     assert all(h["attempt"] == 1 for h in throttled)  # waiting is not an attempt
 
@@ -308,8 +312,9 @@ def test_a_named_budget_is_shared_between_flows(project: Project) -> None:
     project.deploy("one", post_flow("one", shared="chat"))
     project.deploy("two", post_flow("two", shared="chat"))
     ids = [project.start(n, channel="a") for n in ("one", "two", "one")]
-    assert project.statuses(ids) == ["completed", "completed", "waiting"]
-    assert project.eng.show(ids[2])["tokens"][0]["waiting_for"]["budget"] == "chat"
+    assert sorted(project.statuses(ids)) == ["completed", "completed", "waiting"]
+    [tokens] = [t for t in (project.eng.show(i)["tokens"] for i in ids) if t]
+    assert tokens[0]["waiting_for"]["budget"] == "chat"
 
 
 def test_a_shared_budget_declared_otherwise_is_refused_naming_both(project: Project) -> None:
@@ -353,7 +358,7 @@ def test_a_throttled_call_waits_before_starting_its_child(project: Project) -> N
         """,
     )
     ids = [project.start("parent") for _ in range(2)]
-    assert project.statuses(ids) == ["completed", "waiting"]
+    assert sorted(project.statuses(ids)) == ["completed", "waiting"]
     assert len(project.eng.list_runs(name="child")) == 1
     project.later("1m")
     assert project.statuses(ids) == ["completed", "completed"]
@@ -364,13 +369,14 @@ def test_runs_list_filters_queued_and_throttled_runs(project: Project) -> None:
     project.deploy("sync", SYNC)
     project.deploy("post", post_flow("post", limit=1))
     queued = [project.start("sync", customer="a") for _ in range(2)][1]
-    throttled = [project.start("post", channel="a") for _ in range(2)][1]
+    posts = {project.start("post", channel="a") for _ in range(2)}  # either may be attempted first
     project.eng.work()
     by_kind = {
         kind: [item["id"] for item in project.eng.runs_page(waiting=kind).items]
         for kind in ("queue", "throttle")
     }
-    assert by_kind == {"queue": [queued], "throttle": [throttled]}
+    assert by_kind["queue"] == [queued]
+    assert len(by_kind["throttle"]) == 1 and by_kind["throttle"][0] in posts
 
 
 def test_a_new_version_raising_the_limit_starts_queued_runs_at_once(project: Project) -> None:
@@ -440,8 +446,9 @@ def test_why_a_throttled_step_waits_says_until_when(project: Project) -> None:
     project.deploy("post", post_flow("post", limit=1, shared="chat"))
     ids = [project.start("post", channel="c1") for _ in range(2)]
     project.eng.work()
-    assert (
-        why(project, ids[1]) == "post: throttled until 2027-01-01T00:00:10Z (budget chat, key c1)"
+    [waiting] = [i for i in ids if project.eng.show(i)["tokens"]]
+    assert why(project, waiting) == (
+        "post: throttled until 2027-01-01T00:00:10Z (budget chat, key c1)"
     )
 
 
