@@ -276,3 +276,21 @@ trigger:
 steps:
   - hold: { wait: { for: 1h } }
 """
+
+
+# --- flow control (tests/acceptance/test_cli_flow_control.py, tests/server/...) -----------------
+
+QUEUED = """\
+flow: queued
+concurrency: { limit: 1 }
+steps:
+  - nap: { wait: { for: 1h } }
+"""
+"""A flow one run at a time: the second start queues."""
+
+THROTTLED = """\
+flow: post
+steps:
+  - tell: { log.write: { message: hi }, throttle: { limit: 1, per: 1m } }
+"""
+"""A flow whose step starts once a minute: the second run's attempt waits."""

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import cli_runner
 import pytest
+from projects import QUEUED
+from projects import THROTTLED as POST
 from store_dump import dump
 
 # `procflow db init` must create the schema itself: on PostgreSQL, db_url names an empty database.
@@ -20,19 +22,6 @@ inputs:
   customer: { type: string, required: true }
 steps:
   - nap: { wait: { for: 1h } }
-"""
-
-QUEUED = """\
-flow: queued
-concurrency: { limit: 1 }
-steps:
-  - nap: { wait: { for: 1h } }
-"""
-
-POST = """\
-flow: post
-steps:
-  - tell: { log.write: { message: hi }, throttle: { limit: 1, per: 1m } }
 """
 
 REFUSED = (

@@ -6,6 +6,8 @@ items as ``procflow runs list --waiting-for``)."""
 from __future__ import annotations
 
 from api_site import Site
+from projects import QUEUED
+from projects import THROTTLED as POST
 
 ONCE = """\
 flow: once
@@ -15,19 +17,6 @@ inputs:
   click: { type: object, required: true }
 steps:
   - nap: { wait: { for: 1h } }
-"""
-
-QUEUED = """\
-flow: queued
-concurrency: { limit: 1 }
-steps:
-  - nap: { wait: { for: 1h } }
-"""
-
-POST = """\
-flow: post
-steps:
-  - tell: { log.write: { message: hi }, throttle: { limit: 1, per: 1m } }
 """
 
 REFUSED = (
