@@ -14,14 +14,15 @@ from collections.abc import Sequence
 
 from procflow.expr.duration import format_duration
 from procflow.graph.bpmn_model import (
-    BpmnIds,
     Body,
+    BpmnIds,
     Builder,
     Document,
     EventDef,
     Exit,
     Loop,
     Node,
+    TimerKind,
     ncname,
 )
 from procflow.graph.flow import flow_graph
@@ -49,7 +50,7 @@ def flow_document(flow: Flow) -> Document:
     ids = BpmnIds(_step_ids(flow))
     doc = Document(ids.new(ncname(flow.name, "Process")), flow.name, ids)
     if flow.description:
-        doc.docs = (flow.description,)
+        doc.docs = (flow.description.strip(),)
     _FlowBpmn(flow, doc).build()
     return doc
 
@@ -204,8 +205,8 @@ def _kind(step: FlowStep, builder: Builder) -> tuple[str, EventDef | None]:
     return "serviceTask", None
 
 
-def _timer(kind: str, text: str) -> EventDef:
-    return EventDef("timer", timer="timeDuration" if kind == "timeDuration" else "timeDate", text=text)
+def _timer(kind: TimerKind, text: str) -> EventDef:
+    return EventDef("timer", timer=kind, text=text)
 
 
 def _loop(step: _Container) -> Loop | None:

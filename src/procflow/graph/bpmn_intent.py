@@ -7,7 +7,7 @@ The text (trigger, abort condition, each step's detail lines) is the drawing mod
 from __future__ import annotations
 
 from procflow.expr.duration import format_duration
-from procflow.graph.bpmn_model import BpmnIds, Body, Builder, Document, EventDef, Exit, Node, ncname
+from procflow.graph.bpmn_model import Body, BpmnIds, Builder, Document, EventDef, Exit, Node, ncname
 from procflow.graph.intent import intent_graph
 from procflow.graph.labels import source_text
 from procflow.graph.model import ABORT_ID, START_ID, Graph
@@ -30,7 +30,7 @@ def intent_document(process: Process, application: Application | None = None) ->
     ids = BpmnIds(s.name for s in process.steps)
     doc = Document(ids.new(ncname(process.name, "Process")), process.name, ids)
     if process.description:
-        doc.docs = (process.description,)
+        doc.docs = (process.description.strip(),)
     _IntentBpmn(process, doc, intent_graph(process, application)).build()
     return doc
 
@@ -74,7 +74,9 @@ class _IntentBpmn(Builder):
             return Node(sid, "exclusiveGateway", step.name, docs)
         if isinstance(step, WaitRecord):
             message = self.message(f"{step.event} {step.entity}")
-            return Node(sid, "intermediateCatchEvent", step.name, docs, EventDef("message", message))
+            return Node(
+                sid, "intermediateCatchEvent", step.name, docs, EventDef("message", message)
+            )
         return Node(sid, "endEvent", step.name)
 
     def _to(self, route: str) -> str:

@@ -95,7 +95,7 @@ def to_layout_dot(doc: Document) -> str:
     """The DOT text Graphviz lays the process out from."""
     out = [
         f"digraph {_q(doc.process_id)} {{",
-        '  graph [rankdir=TB, compound=true, splines=polyline, nodesep=0.6, ranksep=0.6,'
+        "  graph [rankdir=TB, compound=true, splines=polyline, nodesep=0.6, ranksep=0.6,"
         ' fontname="Helvetica", fontsize=11];',
         '  node [label="", fixedsize=true];',
         '  edge [fontname="Helvetica", fontsize=10];',
@@ -159,7 +159,7 @@ class _Reader:
     """``dot -Tjson`` output, in BPMN DI coordinates."""
 
     def __init__(self, drawn: dict[str, Any]) -> None:
-        left, bottom, _, top = (float(v) for v in str(drawn["bb"]).split(","))
+        left, _, _, top = (float(v) for v in str(drawn["bb"]).split(","))
         self._left, self._top = left, top
         self._objects = {str(o["name"]): o for o in drawn.get("objects", [])}
         self._edges = {str(e.get("id")): e for e in drawn.get("edges", [])}

@@ -174,7 +174,8 @@ def _drawable(engine: Engine, name: str, version: int | None) -> Application | F
 
 _NAME = id_param("name", "The definition's name (a flow, or an intent process).")
 _VERSION = query_param(
-    "version", "Which version (default: the latest).",
+    "version",
+    "Which version (default: the latest).",
     {"type": "integer", "minimum": 1, "maximum": INT64 - 1},
 )
 _DEFINITION = {"schema": DEFINITION_SCHEMA}
