@@ -292,6 +292,14 @@ def test_a_boundary_event_sits_on_its_host_s_border(file: str, name: str) -> Non
         assert min(abs(cx - x), abs(cx - x - w), abs(cy - y), abs(cy - y - h)) < 0.2
 
 
+def test_boundary_events_on_one_host_are_drawn_apart() -> None:
+    """The review task's timer and expiry leave it at about the same point of its border: the
+    second is moved along the border rather than drawn over the first."""
+    root = tree("examples/orders/orders.intent")
+    drawn = shapes(root)
+    assert not overlap(drawn["review_timeout"], drawn["review_expire"])
+
+
 def test_graph_format_bpmn_prints_the_document() -> None:
     done = CliRunner().invoke(
         cli, ["graph", str(ROOT / "examples/orders/orders.intent"), "--format", "bpmn"]
