@@ -1,7 +1,7 @@
 # procflow: `make demo` runs the main job, `make test` runs everything CI runs.
 # Both create .venv and install the package with pinned dependencies when needed: the demo the
 # core package alone, the tests the development extras too (and, through scripts/ensure-system.sh,
-# the Debian packages the suite drives: Graphviz, chromium, PostgreSQL).
+# the Debian packages the suite drives: Graphviz, chromium, PostgreSQL, npm for bpmn-js).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -59,8 +59,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
+# bpmn-js from npm, test-only (tests/browser/bpmn_js.py): the BPMN export must import into it
+# without a warning. The lock file pins every package and its hash.
+BPMN_JS := tests/browser/bpmn-js/node_modules/bpmn-js/dist/bpmn-modeler.production.min.js
+$(BPMN_JS): tests/browser/bpmn-js/package-lock.json | system
+	npm ci --no-audit --no-fund --prefix tests/browser/bpmn-js
+	touch $(BPMN_JS)
+
 # Two processes (pytest-xdist): the suite is mostly waiting on subprocesses and the database.
-pytest: $(STAMP) system
+pytest: $(STAMP) system $(BPMN_JS)
 	@# Bytecode for every module, written even where PYTHONDONTWRITEBYTECODE is set: the suite
 	@# starts some thousands of procflow processes, which would otherwise each compile the
 	@# modules no earlier process left bytecode for (some 10 % of a command's start-up).

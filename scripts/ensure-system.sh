@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # What `make test` needs from the system besides Python packages: Graphviz's `dot` (the diagram
 # tests), Debian's chromium at /usr/bin/chromium (the browser tests; Playwright never downloads a
-# browser here) and PostgreSQL (every behaviour test runs on it too: one answering at
+# browser here), PostgreSQL (every behaviour test runs on it too: one answering at
 # 127.0.0.1:5432, or Debian's postgresql package for scripts/ensure-postgres.sh to start a
-# throwaway cluster from). As root with apt-get, installs what is missing in one go; otherwise
+# throwaway cluster from) and npm (installs bpmn-js, which the BPMN export's tests import into). As root with apt-get, installs what is missing in one go; otherwise
 # names the command to run and fails at once, before minutes of tests fail for want of it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 pg_answers() {
   command -v pg_isready >/dev/null 2>&1 \
     && pg_isready -q -d "${PROCFLOW_TEST_PG:-postgresql://postgres@127.0.0.1:5432/postgres}"

@@ -133,4 +133,4 @@ def test_the_shell_completes_fixed_values(tmp_path: Path) -> None:
     assert complete("runs", "list", "--status", "") == STATUSES
     assert complete("runs", "list", "--status", "c") == ["completed", "cancelled"]
     assert complete("schema", "") == ["intent", "flow"]
-    assert complete("graph", "x.intent", "--format", "") == ["mermaid", "dot", "svg"]
+    assert complete("graph", "x.intent", "--format", "") == ["mermaid", "dot", "svg", "bpmn"]

@@ -127,6 +127,11 @@ READ_ROUTES: dict[tuple[str, str], Callable[[Site], Request]] = {
         "/definitions/hold/diagram.svg",
         {},
     ),
+    ("GET", "/definitions/{name}/diagram.bpmn"): lambda s: (
+        "GET",
+        "/definitions/hold/diagram.bpmn",
+        {},
+    ),
     ("GET", "/runs"): lambda s: ("GET", "/runs", {}),
     ("GET", "/runs/{id}"): lambda s: ("GET", f"/runs/{waiting_run(s.engine)}", {}),
     ("GET", "/tasks"): lambda s: ("GET", "/tasks", {}),

@@ -20,7 +20,7 @@ import pytest
 from api_site import GREET, INTENT, YAML, MakeSite, Site
 from click.testing import CliRunner
 
-from procflow.cli import _run
+from procflow.cli import _run, cli
 from procflow.server.api import ENDPOINTS, definitions
 from procflow.server.openapi import document, openapi_endpoint
 
@@ -189,24 +189,45 @@ def test_the_diagram_is_svg_drawn_by_graphviz_with_each_step_marked(site: Site) 
     assert site.client.get("/definitions/Manual/diagram.svg").status_code == 200
 
 
+def test_the_bpmn_diagram_is_what_procflow_graph_writes_for_the_same_file(
+    site: Site, tmp_path: Path
+) -> None:
+    """Both faces call one function: the served document is the CLI's, byte for byte."""
+    served = site.client.get("/definitions/greet/diagram.bpmn")
+    assert served.status_code == 200
+    assert served.headers["content-type"].startswith("application/bpmn+xml")
+    source = tmp_path / "greet.flow.yaml"
+    source.write_text(GREET)
+    written = CliRunner().invoke(cli, ["graph", str(source), "--format", "bpmn"])
+    assert written.exit_code == 0, written.output
+    assert written.output == served.text + "\n"
+    assert '<bpmn:process id="greet" name="greet"' in served.text
+    assert 'id="later"' in served.text  # a step's id is its name
+    intent = site.client.get("/definitions/Manual/diagram.bpmn")
+    assert intent.status_code == 200
+    assert '<bpmn:userTask id="' in intent.text
+
+
+@pytest.mark.parametrize("diagram", ["diagram.svg", "diagram.bpmn"])
 def test_without_graphviz_the_diagram_is_a_503_saying_so(
-    site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, diagram: str
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no dot there
-    site.refused("GET", "/definitions/greet/diagram.svg", 503, detail="dot")
+    site.refused("GET", f"/definitions/greet/{diagram}", 503, detail="dot")
 
 
+@pytest.mark.parametrize("diagram", ["diagram.svg", "diagram.bpmn"])
 def test_a_diagram_of_an_unknown_definition_or_version_is_a_404_a_bad_version_a_400(
-    site: Site,
+    site: Site, diagram: str
 ) -> None:
-    site.refused("GET", "/definitions/nope/diagram.svg", 404, detail="[nope]")
-    site.refused("GET", "/definitions/greet/diagram.svg?version=7", 404, detail="1 to 1")
-    site.refused("GET", "/definitions/greet/diagram.svg?version=x", 400, field="version")
+    site.refused("GET", f"/definitions/nope/{diagram}", 404, detail="[nope]")
+    site.refused("GET", f"/definitions/greet/{diagram}?version=7", 404, detail="1 to 1")
+    site.refused("GET", f"/definitions/greet/{diagram}?version=x", 400, field="version")
     # As large as the document's maximum (the largest id a store holds): a version, not there;
     # past it, not a version (it was a 400 from 19 digits on, inside the document's range).
     largest = 2**63 - 1
-    site.refused("GET", f"/definitions/greet/diagram.svg?version={largest}", 404, detail="1 to 1")
-    site.refused("GET", f"/definitions/greet/diagram.svg?version={largest + 1}", 400,
+    site.refused("GET", f"/definitions/greet/{diagram}?version={largest}", 404, detail="1 to 1")
+    site.refused("GET", f"/definitions/greet/{diagram}?version={largest + 1}", 400,
                  field="version")  # fmt: skip
 
 

@@ -113,13 +113,13 @@ def deploy(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["mermaid", "dot", "svg"]),
+    type=click.Choice(["mermaid", "dot", "svg", "bpmn"]),
     default="mermaid",
     show_default=True,
 )
 @max_file_size_option
 def graph(path: str, name: str | None, fmt: str, max_file_size: int) -> None:
-    """Draw a process or flow as a Mermaid or Graphviz diagram."""
+    """Draw a process or flow as a Mermaid or Graphviz diagram, or write it as BPMN 2.0 XML."""
     from procflow import graph as graphs  # here: `validate` and `deploy` never draw
 
     click.echo(graphs.draw(compile_file(path, max_size=max_file_size), name, fmt))

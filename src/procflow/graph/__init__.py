@@ -20,12 +20,15 @@ Label conventions (also in the docs):
 
 The package: :mod:`.model` (the drawing model and its ids), :mod:`.intent` and :mod:`.flow` (one
 builder per dialect), :mod:`.mermaid` and :mod:`.dot` (the emitters; ``dot`` also runs Graphviz
-for SVG), :mod:`.labels` (label text both sides share). This module chooses and dispatches.
+for SVG), :mod:`.labels` (label text both sides share), and :mod:`.bpmn` (BPMN 2.0 XML with its
+diagram, laid out by Graphviz: its own model, built from the IR with the drawing model's text).
+This module chooses and dispatches.
 """
 
 from __future__ import annotations
 
 from procflow.errors import UsageError
+from procflow.graph.bpmn import to_bpmn
 from procflow.graph.dot import to_dot, to_svg
 from procflow.graph.flow import flow_graph
 from procflow.graph.intent import intent_graph
@@ -36,6 +39,7 @@ from procflow.model.ir import Application, Flow, Process
 from procflow.model.source import suggest
 
 __all__ = [
+    "FORMATS",
     "Cluster",
     "Edge",
     "Format",
@@ -47,11 +51,15 @@ __all__ = [
     "render",
     "select",
     "short_duration",
+    "to_bpmn",
     "to_dot",
     "to_mermaid",
     "to_svg",
     "walk",
 ]
+
+
+FORMATS = ("mermaid", "dot", "svg", "bpmn")  # what ``procflow graph --format`` takes
 
 
 def names(defn: Application | Flow) -> tuple[str, ...]:
@@ -109,11 +117,14 @@ def render(
 
 
 def draw(defn: Application | Flow, name: str | None, fmt: str) -> str:
-    """What ``procflow graph`` prints: select, render, and for ``svg`` run Graphviz."""
+    """What ``procflow graph`` prints and the API's ``diagram.bpmn`` serves: select, render, and
+    for ``svg`` and ``bpmn`` run Graphviz."""
     chosen = select(defn, name)
     app = defn if isinstance(defn, Application) else None
     if fmt == "svg":
         return to_svg(render(chosen, "dot", application=app))
+    if fmt == "bpmn":
+        return to_bpmn(chosen, app)
     if fmt in ("mermaid", "dot"):
         return render(chosen, "mermaid" if fmt == "mermaid" else "dot", application=app)
-    raise UsageError(f"unknown graph format [{fmt}]{suggest(fmt, ['mermaid', 'dot', 'svg'])}")
+    raise UsageError(f"unknown graph format [{fmt}]{suggest(fmt, list(FORMATS))}")

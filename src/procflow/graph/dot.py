@@ -39,14 +39,19 @@ def to_dot(graph: Graph) -> str:
 
 def to_svg(dot_text: str) -> str:
     """Run Graphviz's ``dot -Tsvg``; a missing ``dot`` is a usage error that says what to do."""
+    return run_dot(dot_text, "svg", "svg")
+
+
+def run_dot(dot_text: str, output: str, fmt: str) -> str:
+    """Graphviz's ``dot -T<output>`` on ``dot_text``, for ``--format <fmt>``."""
     exe = shutil.which("dot")
     if exe is None:
         raise UsageError(
-            "--format svg needs Graphviz's `dot` on PATH; install Graphviz, "
+            f"--format {fmt} needs Graphviz's `dot` on PATH; install Graphviz, "
             "or use --format dot or --format mermaid"
         )
     done = subprocess.run(
-        [exe, "-Tsvg"], input=dot_text, capture_output=True, text=True, check=False
+        [exe, f"-T{output}"], input=dot_text, capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
         raise UsageError(f"dot failed: {done.stderr.strip()}")

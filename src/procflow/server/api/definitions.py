@@ -1,5 +1,5 @@
 """Definitions: deploy a file's text, list the deployed definitions (newest first), show one with
-its versions, draw one as SVG.
+its versions, draw one as SVG or write it as BPMN 2.0 XML.
 
 ``POST /definitions?filename=NAME`` takes the file's text as its body; ``NAME`` (a bare file
 name: ``orders.intent``, ``greet.flow.yaml``) decides the dialect and is the file the
@@ -18,6 +18,8 @@ from typing import Any
 
 from starlette.responses import Response
 
+from procflow import graph
+from procflow.model.ir import Application, Flow
 from procflow.runtime.engine import Engine
 from procflow.server.diagrams import marked_svg
 from procflow.server.inputs import INT64, id_param, query_param
@@ -35,6 +37,7 @@ _FILENAME = re.compile(FILENAME_PATTERN)
 MAX_FILENAME = 255
 _TEXT_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 SVG = "image/svg+xml"
+BPMN = "application/bpmn+xml"
 
 DEFINITION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -131,16 +134,34 @@ def show_definition(call: Call) -> Response:
 
 
 def diagram(call: Call) -> Response:
-    text = call.query.get("version", "")
-    if text and not (text.isascii() and text.isdigit() and int(text) < INT64):
-        raise bad_query("version", f"version must be a version number, not [{text[:40]}]")
-    svg = diagram_svg(call.engine, call.params["name"], int(text) if text else None)
+    svg = diagram_svg(call.engine, call.params["name"], _version(call))
     return Response(svg, media_type=SVG)
 
 
 def diagram_svg(engine: Engine, name: str, version: int | None = None) -> str:
     """The SVG drawing of the definition ``name`` at ``version`` (None: the latest): 404 for an
     unknown name or version, 503 when the server has no Graphviz ``dot`` to draw with."""
+    definition = _drawable(engine, name, version)
+    return marked_svg(definition, name)  # each step a <g class="step" data-step="NAME">
+
+
+def diagram_bpmn(call: Call) -> Response:
+    """The BPMN 2.0 XML of ``procflow graph --format bpmn`` (the same function draws both)."""
+    version = _version(call)
+    definition = _drawable(call.engine, call.params["name"], version)
+    return Response(graph.draw(definition, call.params["name"], "bpmn"), media_type=BPMN)
+
+
+def _version(call: Call) -> int | None:
+    text = call.query.get("version", "")
+    if text and not (text.isascii() and text.isdigit() and int(text) < INT64):
+        raise bad_query("version", f"version must be a version number, not [{text[:40]}]")
+    return int(text) if text else None
+
+
+def _drawable(engine: Engine, name: str, version: int | None) -> Application | Flow:
+    """The definition ``name`` at ``version``, once Graphviz is known to be there to lay it out
+    (404 for an unknown name or version first, 503 without ``dot``)."""
     definition = engine.definition_version(name, version)
     if shutil.which("dot") is None:
         raise Problem(
@@ -148,10 +169,15 @@ def diagram_svg(engine: Engine, name: str, version: int | None = None) -> str:
             "drawing a diagram needs Graphviz's `dot` on the server's PATH, and it is not "
             "there; install Graphviz (`procflow graph --format mermaid` draws without it)",
         )
-    return marked_svg(definition, name)  # each step a <g class="step" data-step="NAME">
+    return definition
 
 
 _NAME = id_param("name", "The definition's name (a flow, or an intent process).")
+_VERSION = query_param(
+    "version",
+    "Which version (default: the latest).",
+    {"type": "integer", "minimum": 1, "maximum": INT64 - 1},
+)
 _DEFINITION = {"schema": DEFINITION_SCHEMA}
 _UNKNOWN = {"description": "no such definition"}
 
@@ -190,12 +216,22 @@ ENDPOINTS = [
     ),
     Endpoint(
         "GET", "/definitions/{name}/diagram.svg", diagram, "A definition drawn as SVG.",
-        params=(_NAME, query_param("version", "Which version (default: the latest).",
-                                   {"type": "integer", "minimum": 1, "maximum": INT64 - 1})),
+        params=(_NAME, _VERSION),
         responses={
             "200": {"description": "the diagram", "media": SVG, "schema": {"type": "string"}},
             "404": {"description": "no such definition or version"},
             "503": {"description": "Graphviz's `dot` is not installed on the server"},
+        },
+    ),
+    Endpoint(
+        "GET", "/definitions/{name}/diagram.bpmn", diagram_bpmn,
+        "A definition as BPMN 2.0 XML with its diagram (`procflow graph --format bpmn`).",
+        params=(_NAME, _VERSION),
+        responses={
+            "200": {"description": "the BPMN 2.0 document", "media": BPMN,
+                    "schema": {"type": "string"}},
+            "404": {"description": "no such definition or version"},
+            "503": {"description": "Graphviz's `dot` (the layout) is not installed on the server"},
         },
     ),
 ]  # fmt: skip
