@@ -347,8 +347,7 @@ def test_the_diagram_marks_a_call_step(chain: Chain) -> None:
     assert '  s_sub[["sub<br/>call → child<br/>timeout 2h"]]' in mermaid
     dot = render(flow, "dot")
     assert '"s_sub" [shape=box, peripheries=2, label="sub\\ncall → child\\ntimeout 2h"];' in dot
-    if not DiagramCache.can_draw():
-        pytest.skip("Graphviz (dot) is not installed")
+    assert DiagramCache.can_draw(), "Graphviz (dot) is needed: make system installs it"
     svg = to_svg(dot)
     assert "call → child" in svg
 
