@@ -466,3 +466,23 @@ def test_a_budget_stamps_starts_by_the_store_clock_and_spreads_refused_attempts(
     # Full: the refused come back one `per / limit` apart, not all when the first start frees.
     refused = [reserve("b", "", 2, per, t0 + 12 * sec) for _ in range(3)]
     assert refused == [(False, t0 + 22 * sec), (False, t0 + 27 * sec), (False, t0 + 32 * sec)]
+
+
+def test_a_throttle_key_that_cannot_be_rendered_fails_the_step(project: Project) -> None:
+    project.deploy(
+        "keyed",
+        """
+        flow: keyed
+        inputs:
+          customer: { type: object, required: true }
+        steps:
+          - post:
+              log.write: { message: hi }
+              throttle: { limit: 1, per: 1s, key: "{{ customer.id }}" }
+        """,
+    )
+    run_id = project.start("keyed", customer={})
+    project.eng.work()
+    error = project.eng.show(run_id)["error"]
+    assert (error["step"], error["type"]) == ("post", "expression")
+    assert error["message"].startswith("throttle.key: ")

@@ -49,17 +49,18 @@ def throttle_start(m: ThrottledMachine, step: ActionStep | CallStep) -> int | No
     budget gave it a start. None when there is none (the token then waits, or the step failed
     on its key's expression)."""
     throttle = step.mods.throttle
-    reserve = m.reserve()
-    if throttle is None or reserve is None:
+    if throttle is None:
         return m.tr.now
+    reserve = m.reserve()
+    assert reserve is not None  # the worker gives every flow run its budget keeper
     key = ""
     if throttle.key is not None:
         try:
             value = render(throttle.key, m.env(), m.eval_ctx)
+            key = value if isinstance(value, str) else str(render_text(value))
         except ExprError as exc:
             m.fail(step, f"throttle.key: {exc.message}", "expression")
             return None
-        key = value if isinstance(value, str) else str(render_text(value))
     budget = budget_of(m.flow_name, throttle)
     taken, instant = reserve(budget, key, throttle.limit, micros(throttle.per), m.tr.now)
     if taken:
