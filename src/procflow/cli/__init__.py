@@ -78,7 +78,8 @@ COMMANDS = {
     "validate": Listed(_definitions, "Validate definition files (*.intent, *.flow.yaml) and print "
                        "every problem."),
     "deploy": Listed(_definitions, "Validate files and store new versions of their definitions."),
-    "graph": Listed(_definitions, "Draw a process or flow as a Mermaid or Graphviz diagram."),
+    "graph": Listed(_definitions, "Draw a process or flow as a Mermaid or Graphviz diagram, or "
+                    "write it as BPMN 2.0 XML."),
     "schema": Listed(_definitions, "Print the JSON Schema of DIALECT's files, for editors: intent "
                      "(*.intent) or flow (*.flow.yaml)."),
     "definitions": Listed(_definitions, "Deployed definitions and their versions."),
