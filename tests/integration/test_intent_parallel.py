@@ -216,3 +216,35 @@ def test_record_writes_of_two_branches_in_one_round_are_both_kept(project: Proje
     after = project.record(record["id"])
     assert (after["state"], after["junk"], after["route"]) == ("a", "a2", "b")
     assert project.show(run_id)["tokens"] == []
+
+
+def test_route_coverage_counts_each_branch_route_and_the_join(project: Project) -> None:
+    from procflow.model.ir import Application
+    from procflow.model.validate import compile_file
+    from procflow.testing.coverage import coverage_of, taken
+
+    project.deploy(NESTED)
+    _, run_id = project.start(amount=10)
+    app = compile_file(str(project.file))
+    assert isinstance(app, Application)
+    process = app.processes[0]
+    cov = coverage_of(str(project.file), process)
+    forks = {
+        (r.source, r.kind, r.target) for r in cov.routes if r.source in ("reviews", "commercial")
+    }
+    assert forks == {
+        ("reviews", "branch techReview", "techReview"), ("reviews", "branch commercial", "commercial"),
+        ("reviews", "join", "consolidate"),
+        ("commercial", "branch pricing", "pricing"), ("commercial", "branch legal", "legal"),
+        ("commercial", "join", "join"),
+    }  # fmt: skip
+    branch = next(r for r in cov.routes if r.kind == "branch legal")
+    assert (branch.pos.line, branch.pos.col) == (37, 73)  # the branch's name in the list
+    cov.add([], taken(process, project.history(run_id)))
+    untaken = {(r.source, r.kind) for r in cov.untaken}
+    assert ("commercial", "branch legal") not in untaken and ("reviews", "join") in untaken
+    project.engine.complete_task(task_of(project, "lawyer"))
+    project.engine.complete_task(task_of(project, "engineer"))
+    project.engine.work()
+    cov.add([], taken(process, project.history(run_id)))
+    assert {(r.source, r.kind) for r in cov.untaken} == {("pricing", "then"), ("escalate", "next")}
