@@ -42,8 +42,22 @@ SPEC_EXAMPLE = process(
     svc("consolidate", "setRelationField: Status, value: 2"),
 )
 
+VARS = "    trigger: { onCreate: Order }\n    vars: [ { name: pw } ]\n"
+
 VALID = [
     case("the-spec-example", SPEC_EXAMPLE),
+    case(
+        "a-var-produced-before-the-fork-or-in-the-same-branch",
+        process(
+            svc("make", "delegate: Ok, produces: [pw], next: f"),
+            fork("f", "a, b", ", next: after"),
+            svc("a", "delegate: Ok, uses: [pw]"),
+            svc("b", "delegate: Ok, produces: [pw], next: b2"),
+            svc("b2", "delegate: Ok, uses: [pw]"),
+            svc("after", "delegate: Ok, uses: [pw]"),
+            head=VARS,
+        ),
+    ),
     case(
         "routes-to-join-from-every-route-kind",
         process(
@@ -188,6 +202,18 @@ INVALID = [
             head="    trigger: { onCreate: Order }\n    abortOn: { status: Cancelled, then: join }\n",
         ),
         f"process [P] abortOn: then [join] names no step; name the cleanup step, or end ({P}.abortOn.then)",
+    ),
+    case(
+        "uses-a-var-only-a-sibling-branch-produces",
+        process(
+            fork("f", "a, b", ", next: end"),
+            svc("a", "delegate: Ok, produces: [pw]"),
+            fork("b", "b1, b2"),
+            svc("b1", "delegate: Ok, uses: [pw]"),
+            task("b2"),
+            head=VARS,
+        ),
+        f"step [b1]: uses [pw], which only a sibling branch of parallel [f] produces (a): whether it is set depends on which branch runs first ({P}.steps[3].args.uses[0])",
     ),
     case(
         "parallel-takes-no-other-args",

@@ -49,6 +49,8 @@ class StepNode:
     # the fork checks judge each one (procflow.model.intent.parallel).
     routes: list[tuple[EdgeSort, str, Pos]] = field(default_factory=list)
     branches: list[tuple[str, Pos]] = field(default_factory=list)  # a parallel's, as written
+    produces: tuple[str, ...] = ()  # the declared vars a delegate step sets
+    uses: list[tuple[str, Pos]] = field(default_factory=list)  # ... and reads, where written
 
     @property
     def is_cleanup_action(self) -> bool:

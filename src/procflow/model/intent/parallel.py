@@ -96,6 +96,7 @@ def check_forks(graph: Graph, reader: Reader) -> dict[str, Branch]:
     for step in graph.steps:
         _check_routes(step, owner.get(step.name), owner, graph, reader, contested)
     _check_entries(graph, owner, reader)
+    _check_sibling_vars(graph, owner, reader)
     return owner
 
 
@@ -206,6 +207,49 @@ def _check_entries(graph: Graph, owner: dict[str, Branch], reader: Reader) -> No
                 f"falls through into {owner[following].label}; only its parallel starts a "
                 "branch: give this step a next",
             )
+
+
+def _check_sibling_vars(graph: Graph, owner: dict[str, Branch], reader: Reader) -> None:
+    """A step that ``uses`` a var which only steps of a sibling branch produce: whether it is
+    set when the step runs depends on which branch runs first."""
+    producers: dict[str, list[str]] = {}
+    for step in graph.steps:
+        for var in step.produces:
+            producers.setdefault(var, []).append(step.name)
+    for step in graph.steps:
+        for var, pos in step.uses:
+            made_by = producers.get(var, [])
+            fork = _racing_fork(step.name, made_by, owner)
+            if fork is not None:
+                reader.error(
+                    pos,
+                    step.context,
+                    f"uses [{var}], which only a sibling branch of parallel [{fork}] produces "
+                    f"({', '.join(made_by)}): whether it is set depends on which branch runs first",
+                )
+
+
+def _racing_fork(user: str, producers: list[str], owner: dict[str, Branch]) -> str | None:
+    """The innermost fork in whose other branches every producer lies, if any."""
+    if not producers:
+        return None
+    for branch in _enclosing(user, owner):
+        if all(
+            any(b.fork == branch.fork and b.first != branch.first for b in _enclosing(p, owner))
+            for p in producers
+        ):
+            return branch.fork
+    return None
+
+
+def _enclosing(name: str, owner: dict[str, Branch]) -> list[Branch]:
+    """The branches ``name`` is inside, innermost first (a nested fork's step is inside the
+    branch of its fork too)."""
+    out: list[Branch] = []
+    while (branch := owner.get(name)) is not None and branch not in out:
+        out.append(branch)
+        name = branch.fork
+    return out
 
 
 def with_members(steps: Iterable[IntentStep], owner: dict[str, Branch]) -> list[IntentStep]:

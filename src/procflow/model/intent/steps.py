@@ -231,6 +231,10 @@ def _var_names(args: YMap, key: str, proc: Proc, step: StepNode) -> tuple[str, .
             )
         else:
             names.append(text)
+            if key == "uses":
+                step.uses.append((text, pos))
+    if key == "produces":
+        step.produces = tuple(names)
     return tuple(names)
 
 
