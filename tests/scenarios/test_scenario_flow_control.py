@@ -137,4 +137,4 @@ def test_an_unknown_wait_kind_suggests_queue_or_throttle(project: Project) -> No
         run_scenarios(str(project.root))
     shown = str(unusable.value)
     assert "expect.waiting.kind: [queued] is not a wait kind; did you mean [queue]?" in shown
-    assert "queue, throttle)" in shown
+    assert "queue, throttle, join)" in shown

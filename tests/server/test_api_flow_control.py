@@ -75,5 +75,5 @@ def test_runs_can_be_listed_by_what_they_wait_for(site: Site) -> None:
     refused = site.refused("GET", "/runs?waiting_for=lunch", 400, field="waiting_for")
     assert refused["detail"] == (
         "waiting_for must be one of timer, retry, poll, event, record, task, call, queue, "
-        "throttle, not [lunch]"
+        "throttle, join, not [lunch]"
     )

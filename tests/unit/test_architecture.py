@@ -42,8 +42,8 @@ FORBIDDEN: tuple[tuple[str, tuple[str, ...]], ...] = (
 # The rooms of the two large packages, lowest first (each package's __init__ draws them).
 ROOMS: dict[str, tuple[str, ...]] = {
     "procflow.model": (
-        "source", "values", "reading", "access", "notify", "schedule", "connector_ir", "ir",
-        "connectors", "intent",
+        "source", "values", "reading", "access", "notify", "schedule", "connector_ir",
+        "parallel_ir", "ir", "connectors", "intent",
         "flow", "validate",
     ),
     "procflow.runtime": (

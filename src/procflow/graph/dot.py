@@ -19,6 +19,8 @@ _SHAPES: dict[Shape, str] = {
     "wait": "shape=hexagon",
     "abort": "shape=octagon",
     "call": "shape=box, peripheries=2",  # a double box: the step runs another flow
+    "fork": "shape=trapezium",  # a parallel gateway that splits: wider below
+    "join": "shape=invtrapezium",  # and the one that joins: wider above
 }
 
 

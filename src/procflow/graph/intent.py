@@ -9,6 +9,7 @@ from procflow.graph.labels import retry_line, source_text
 from procflow.graph.model import ABORT_ID, END_ID, START_ID, Graph, Ids, Node
 from procflow.model.ir import (
     END,
+    JOIN,
     AbortOn,
     Application,
     Assignee,
@@ -18,6 +19,7 @@ from procflow.model.ir import (
     IntentAction,
     IntentStep,
     Notify,
+    ParallelStep,
     Process,
     RetryPolicy,
     ServiceTask,
@@ -41,6 +43,14 @@ class _IntentBuilder:
         self.ids = Ids()
         self.end_used = False
         self.end_step = any(isinstance(s, EndStep) and s.name == END for s in process.steps)
+        # each branch step → the fork whose join its branch flows into
+        self.join_of = {
+            member: fork.name
+            for fork in process.steps
+            if isinstance(fork, ParallelStep)
+            for members in fork.members
+            for member in members
+        }
 
     def build(self) -> Graph:
         self.g.items.append(Node(START_ID, ("start",), "start"))
@@ -48,7 +58,10 @@ class _IntentBuilder:
             self.g.items.append(
                 Node(ABORT_ID, (self._abort_label(self.process.abort_on),), "abort")
             )
-        self.g.items.extend(self._node(s) for s in self.process.steps)
+        for step in self.process.steps:
+            self.g.items.append(self._node(step))
+            if isinstance(step, ParallelStep):
+                self.g.items.append(Node(self._join_id(step.name), ("join",), "join"))
         first = self.process.steps[0].name if self.process.steps else END
         self.g.edge(START_ID, self._to(first), self._trigger_label())
         if self.process.abort_on is not None:
@@ -58,6 +71,9 @@ class _IntentBuilder:
         if self.end_used:
             self.g.items.append(Node(END_ID, ("end",), "end"))
         return self.g
+
+    def _join_id(self, fork: str) -> str:
+        return self.ids("j", fork)
 
     def _step_id(self, name: str) -> str:
         """The node id of the step called ``name`` (the one place a step's id is made)."""
@@ -75,6 +91,8 @@ class _IntentBuilder:
             return Node(nid, (step.name, source_text(step.source)), "decision")
         if isinstance(step, WaitRecord):
             return Node(nid, self._wait_lines(step), "wait")
+        if isinstance(step, ParallelStep):
+            return Node(nid, (step.name, "parallel"), "fork")
         return Node(nid, (step.name,), "end")
 
     def _task_lines(self, step: ServiceTask) -> tuple[str, ...]:
@@ -147,7 +165,10 @@ class _IntentBuilder:
 
     # edges
 
-    def _to(self, route: str) -> str:
+    def _to(self, route: str, at: str | None = None) -> str:
+        """The node ``route`` leads to from the step ``at`` (``join``: its branch's join)."""
+        if route == JOIN and at in self.join_of:
+            return self._join_id(self.join_of[at])
         if route == END and not self.end_step:
             self.end_used = True
             return END_ID
@@ -160,23 +181,28 @@ class _IntentBuilder:
         src = self._step_id(step.name)
         if isinstance(step, EndStep):
             return
+        at = step.name
         if isinstance(step, Decision):
-            self.g.edge(src, self._to(step.then), "yes")
-            self.g.edge(src, self._to(step.else_ or self._main(step)), "no")
+            self.g.edge(src, self._to(step.then, at), "yes")
+            self.g.edge(src, self._to(step.else_ or self._main(step), at), "no")
             return
-        self.g.edge(src, self._to(self._main(step)))
+        if isinstance(step, ParallelStep):
+            for first in step.branches:
+                self.g.edge(src, self._to(first, at))
+            src = self._join_id(step.name)  # the join goes on where the fork's next says
+        self.g.edge(src, self._to(self._main(step), at))
         if isinstance(step, ServiceTask) and step.on_error is not None:
-            self.g.edge(src, self._to(step.on_error), _on_error_label(step.retry), "dashed")
+            self.g.edge(src, self._to(step.on_error, at), _on_error_label(step.retry), "dashed")
         if isinstance(step, UserTask):
             self._timers(src, step)
 
     def _timers(self, src: str, step: UserTask) -> None:
         if step.timeout is not None:
             label = f"after {format_duration(step.timeout.after)} (task stays open)"
-            self.g.edge(src, self._to(step.timeout.then), label, "dotted")
+            self.g.edge(src, self._to(step.timeout.then, step.name), label, "dotted")
         if step.expire is not None:
             label = f"expires at {step.expire.field}"
-            self.g.edge(src, self._to(step.expire.then), label, "dotted")
+            self.g.edge(src, self._to(step.expire.then, step.name), label, "dotted")
 
 
 def _literal(value: object) -> str:

@@ -25,6 +25,8 @@ _SHAPES: dict[Shape, tuple[str, str]] = {
     "wait": ("{{", "}}"),
     "abort": ("([", "])"),
     "call": ("[[", "]]"),  # a subroutine box: the step runs another flow
+    "fork": ("[/", "\\]"),  # a parallel gateway that splits: wider below
+    "join": ("[\\", "/]"),  # and the one that joins: wider above
 }
 _ARROWS: dict[Style, str] = {"solid": "-->", "dashed": "-.->", "dotted": "-.->"}
 

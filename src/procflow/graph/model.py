@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Format = Literal["mermaid", "dot"]
-Shape = Literal["start", "end", "task", "user", "decision", "wait", "abort", "call"]
+Shape = Literal[
+    "start", "end", "task", "user", "decision", "wait", "abort", "call", "fork", "join"
+]  # fmt: skip
 Style = Literal["solid", "dashed", "dotted"]
 
 START_ID = "start_node"

@@ -24,6 +24,8 @@ from procflow.model.connector_ir import SchemaField as SchemaField
 from procflow.model.connector_ir import SchemaType as SchemaType
 from procflow.model.notify import Notify as Notify
 from procflow.model.notify import Recipient as Recipient
+from procflow.model.parallel_ir import JOIN as JOIN
+from procflow.model.parallel_ir import ParallelStep as ParallelStep
 from procflow.model.schedule import IntentSchedule, Schedule
 from procflow.model.source import Pos
 
@@ -311,7 +313,7 @@ class EndStep:
         return None
 
 
-IntentStep = ServiceTask | UserTask | Decision | WaitRecord | EndStep
+IntentStep = ServiceTask | UserTask | Decision | WaitRecord | EndStep | ParallelStep
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,6 +334,9 @@ class Process:
         after: dict[str, str] = {}
         for i, name in enumerate(names):
             after.setdefault(name, names[i + 1] if i + 1 < len(names) else END)
+        for fork in self.steps:  # inside a branch, a step no route leaves flows into the join
+            if isinstance(fork, ParallelStep):
+                after.update((name, JOIN) for members in fork.members for name in members)
         object.__setattr__(self, "_after", after)
 
     def step(self, name: str) -> IntentStep:

@@ -2,7 +2,8 @@
 
 A route is ``(source, kind) → target``: a step's ``next`` (its fall-through included), a
 decision's ``then``/``else``, ``onError``, a user task's ``timeout`` and ``expire``, a process's
-``abortOn``; in flows a step's ``next``, an ``if``'s ``then`` (the step runs) and ``else`` (it is
+``abortOn``, a parallel's ``branch <first step>`` for each branch and its ``join`` (to
+``next``); in flows a step's ``next``, an ``if``'s ``then`` (the step runs) and ``else`` (it is
 skipped), a ``wait_for``'s ``event`` and ``wait_for timeout``, ``optional``, ``recover``, an
 action's or a call's ``timeout``, ``repeat exhausted``. Its position is that of the route's value
 in the file.
@@ -26,6 +27,7 @@ from procflow.model.ir import (
     FlowStep,
     ForEachStep,
     GroupStep,
+    ParallelStep,
     Process,
     RepeatStep,
     ServiceTask,
@@ -177,6 +179,8 @@ class _IntentRoutes:
                 Route(name, "then", step.then, _pos(step.pos, node, "args", "then")),
                 Route(name, "else", step.else_ or after, _pos(step.pos, node, "args", else_key)),
             ]
+        if isinstance(step, ParallelStep):
+            return self._fork_routes(step, node, after)
         out = [Route(name, "next", step.next or after, _pos(step.pos, node, "args", "next"))]
         if isinstance(step, ServiceTask) and step.on_error is not None:
             out.append(
@@ -189,6 +193,18 @@ class _IntentRoutes:
             pos = _pos(step.pos, node, "args", "expire", "then")
             out.append(Route(name, "expire", step.expire.then, pos))
         return out
+
+    def _fork_routes(self, step: ParallelStep, node: YMap | None, after: str) -> list[Route]:
+        """A route into each branch, and the join's to ``next`` (a nested fork's: to the join
+        it flows into)."""
+        written = _at(node, "args", "branches")
+        items = written.items if isinstance(written, YSeq) else []
+        out = [
+            Route(step.name, f"branch {first}", first, items[i].pos if i < len(items) else step.pos)
+            for i, first in enumerate(step.branches)
+        ]
+        pos = _pos(step.pos, node, "args", "next")
+        return [*out, Route(step.name, "join", step.next or after, pos)]
 
 
 def _scalar(node: YNode | None) -> Any:
@@ -315,9 +331,13 @@ def _intent_taken(process: Process, history: Sequence[dict[str, Any]]) -> set[tu
             found.add((process.name, "abortOn"))
         if step is None:
             continue
-        if kind == "step.completed":
+        if kind == "token.forked" and isinstance(steps.get(h.get("from") or ""), ParallelStep):
+            found.add((h["from"], f"branch {step.name}"))
+        elif kind == "step.completed":
             if isinstance(step, Decision):
                 found.add((step.name, "then" if h.get("outcome") else "else"))
+            elif isinstance(step, ParallelStep):
+                found.add((step.name, "join"))
             else:
                 found.add((step.name, "next"))
         elif kind == "step.failed" and following.get("type") != "run.failed":

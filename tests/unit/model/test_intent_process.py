@@ -642,7 +642,7 @@ STEPS = [
     case(
         "unknown-kind-case-hint",
         process("{ name: a, kind: servicetask, args: { delegate: Ok } }"),
-        "step [a]: kind [servicetask] is not a step kind (serviceTask, script, userTask, decision, wait, end); did you mean [serviceTask]? (names are case-sensitive)",
+        "step [a]: kind [servicetask] is not a step kind (serviceTask, script, userTask, decision, wait, parallel, end); did you mean [serviceTask]? (names are case-sensitive)",
     ),
     case(
         "missing-kind-and-name",
@@ -679,7 +679,7 @@ STEPS = [
     case(
         "args-on-end-step",
         process(OK, "{ name: done, kind: end, args: { next: ok } }"),
-        "step [done]: declares arg [next] but is an end step — next is a serviceTask, userTask or wait argument",
+        "step [done]: declares arg [next] but is an end step — next is a serviceTask, userTask, wait or parallel argument",
     ),
     case(
         "args-not-a-mapping",

@@ -45,6 +45,12 @@ class StepNode:
     action: str | None = None  # a service task's or script's action (setField, delegate, ...)
     action_read: Pos | None = None  # where a decision reads ``action`` (a user task's outcome)
     open_sorts: set[EdgeSort] = field(default_factory=set)  # sorts of routes to no known step
+    # Every route as written to a known target (``end`` and ``join`` too), where it is written:
+    # the fork checks judge each one (procflow.model.intent.parallel).
+    routes: list[tuple[EdgeSort, str, Pos]] = field(default_factory=list)
+    branches: list[tuple[str, Pos]] = field(default_factory=list)  # a parallel's, as written
+    produces: tuple[str, ...] = ()  # the declared vars a delegate step sets
+    uses: list[tuple[str, Pos]] = field(default_factory=list)  # ... and reads, where written
 
     @property
     def is_cleanup_action(self) -> bool:

@@ -10,7 +10,7 @@ from procflow.model.intent.data import Catalog
 from procflow.model.intent.delegate import DelegateResolver
 from procflow.model.intent.expr import Record, no_trigger
 from procflow.model.intent.graph import EdgeSort, StepNode
-from procflow.model.ir import END, Entity, Form, VarDecl
+from procflow.model.ir import END, JOIN, Entity, Form, VarDecl
 from procflow.model.reading.reader import Reader
 from procflow.model.reading.yamlsrc import YMap, YNode, YScalar, kind_name
 from procflow.model.source import Pos, suggest
@@ -32,6 +32,7 @@ KIND_ARGS: dict[str, tuple[str, ...]] = {
     ),
     "decision": ("if", "then", "else"),
     "wait": ("onCreate", "onUpdate", "via", "when", "next"),
+    "parallel": ("branches", "next"),
     "end": (),
 }
 KINDS = tuple(KIND_ARGS)
@@ -113,7 +114,9 @@ class Proc:
         if not (isinstance(node, YScalar) and isinstance(node.value, str)):
             return f"{what} must name a step or end, got {kind_name(node)}"
         target = node.value
-        if target != END and target not in self.steps:
+        if target in (END, JOIN) and target not in self.steps:
+            return None  # a join outside a branch is judged with the branches
+        if target not in self.steps:
             hint = suggest(target, itertools.chain(self.steps, [END]))
             return f"{what} [{target}] is not a step of this process{hint}"
         if target == here:
@@ -138,5 +141,7 @@ def add_route(step: StepNode, sort: EdgeSort, node: YNode | None, target: str | 
         step.falls_through = False
     if target is None:
         step.open_sorts.add(sort)
-    elif target != END:
+        return
+    step.routes.append((sort, target, node.pos))
+    if target not in (END, JOIN):
         step.edges.append((sort, target))

@@ -5,10 +5,11 @@ from __future__ import annotations
 from procflow.expr import Expr
 from procflow.model.intent.expr import check_guard, parse_expr
 from procflow.model.intent.graph import AbortRoute, Graph, StepNode, analyse
+from procflow.model.intent.parallel import check_forks, with_members
 from procflow.model.intent.proc import Env, Proc, key_pos
 from procflow.model.intent.steps import compile_step
 from procflow.model.intent.values import read_description
-from procflow.model.ir import END, AbortOn, IntentStep, Process, Trigger, VarDecl
+from procflow.model.ir import END, JOIN, AbortOn, IntentStep, Process, Trigger, VarDecl
 from procflow.model.reading.reader import IDENT
 from procflow.model.reading.yamlsrc import YMap, YNode, YScalar, YSeq
 from procflow.model.source import Pos, suggest
@@ -39,12 +40,14 @@ def compile_process(node: YMap, index: int, env: Env) -> Process | None:
         if step is not None:
             steps.append(step)
     graph = Graph(graph_nodes)
+    branches = check_forks(graph, reader)
     abort_on, abort_route = _abort_on(node, proc, graph)
     _check_vars(var_nodes, proc)
     analyse(graph, abort_route, reader)
     if name is None:
         return None
     variables = tuple(proc.vars.values())
+    steps = with_members(steps, branches)
     return Process(name, tuple(steps), node.pos, description, trigger, variables, abort_on)
 
 
@@ -244,6 +247,11 @@ def _abort_on(node: YMap, proc: Proc, graph: Graph) -> tuple[AbortOn | None, Abo
     statuses = _abort_statuses(anode, proc, context)
     then_node = reader.require(anode, "then", context, "the cleanup step, or end")
     then = proc.route(then_node, context, "then", None)
+    if then == JOIN and then not in proc.steps and then_node is not None:
+        reader.error(
+            then_node.pos, context, "then [join] names no step; name the cleanup step, or end"
+        )
+        then = None
     if then is not None and then != END:
         _check_cleanup(graph.by_name.get(then), then_node, context, proc)
     if proc.event == "onDelete":

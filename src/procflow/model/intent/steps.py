@@ -7,6 +7,7 @@ from typing import Literal, NamedTuple
 from procflow.model.intent.actions import delegate, notify, set_field, set_relation
 from procflow.model.intent.expr import duration
 from procflow.model.intent.graph import ALL_SORTS, StepNode
+from procflow.model.intent.parallel import parallel_step
 from procflow.model.intent.proc import (
     ACTIONS,
     KIND_ARGS,
@@ -18,7 +19,7 @@ from procflow.model.intent.proc import (
 )
 from procflow.model.intent.tasks import decision_step, user_step, wait_step
 from procflow.model.intent.values import read_description
-from procflow.model.ir import END, EndStep, IntentAction, IntentStep, RetryPolicy, ServiceTask
+from procflow.model.ir import END, JOIN, EndStep, IntentAction, IntentStep, RetryPolicy, ServiceTask
 from procflow.model.reading.yamlsrc import YMap, YNode, YScalar, kind_name
 from procflow.model.source import suggest
 
@@ -34,6 +35,10 @@ def compile_step(node: YMap, index: int, proc: Proc) -> tuple[IntentStep | None,
     read_description(node, context, reader)
     kind = _kind(node, context, proc)
     step = StepNode(name or f"#{index + 1}", kind or "?", node.pos, context, falls_through=True)
+    if name == JOIN and name_node is not None:
+        reader.error(
+            name_node.pos, context, "the name [join] is reserved: it routes a branch to its join"
+        )
     if name == END and kind not in (None, "end") and name_node is not None:
         reader.error(
             name_node.pos, context, "the name [end] is reserved for an end step (kind: end)"
@@ -226,6 +231,10 @@ def _var_names(args: YMap, key: str, proc: Proc, step: StepNode) -> tuple[str, .
             )
         else:
             names.append(text)
+            if key == "uses":
+                step.uses.append((text, pos))
+    if key == "produces":
+        step.produces = tuple(names)
     return tuple(names)
 
 
@@ -254,5 +263,6 @@ _BY_KIND = {
     "userTask": user_step,
     "decision": decision_step,
     "wait": wait_step,
+    "parallel": parallel_step,
     "end": _end,
 }

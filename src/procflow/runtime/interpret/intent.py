@@ -18,15 +18,17 @@ from functools import cached_property
 from typing import Any
 
 from procflow.errors import CodeLoadError, ExprError, NonRetryableError, RecordError
-from procflow.expr import EvalContext, Expr, evaluate_condition, root_paths
+from procflow.expr import Expr, evaluate_condition
 from procflow.model.ir import (
     END,
+    JOIN,
     Application,
     Decision,
     Delegate,
     EndStep,
     Entity,
     Notify,
+    ParallelStep,
     Process,
     ServiceTask,
     SetField,
@@ -35,13 +37,16 @@ from procflow.model.ir import (
     WaitRecord,
 )
 from procflow.runtime import faults
-from procflow.runtime.clock import iso, micros, to_datetime
+from procflow.runtime.clock import iso, micros
 from procflow.runtime.data.records import patch_record, record_json
 from procflow.runtime.data.secrets import Masker
 from procflow.runtime.interpret.actions import ActionAttempt, Caller, send_email
 from procflow.runtime.interpret.context import StepContext, VarsView, step_logger
 from procflow.runtime.interpret.deadlines import begin_call
 from procflow.runtime.interpret.delegates import call_delegate, escaped, load_attr
+from procflow.runtime.interpret.intent_env import eval_context as eval_context
+from procflow.runtime.interpret.intent_env import record_env as record_env
+from procflow.runtime.interpret.intent_fork import arrive, fork
 from procflow.runtime.transition import RecordWrite, Transition
 from procflow.states import FINISHED, RunStatus, TokenState
 from procflow.store.rows import RunRow, TokenRow
@@ -96,6 +101,8 @@ def advance(rc: RunCtx, token: TokenRow, now: int) -> Transition:
         _user_task(tr, token, step)
     elif isinstance(step, WaitRecord):
         _wait_record(tr, rc, token, step)
+    elif isinstance(step, ParallelStep):
+        fork(tr, token, step)
     elif isinstance(step, EndStep):
         tr.add("step.started", step.name, token.path, token.attempt)
         tr.add("step.completed", step.name, token.path, token.attempt)
@@ -166,9 +173,15 @@ def resume(
 
 
 def move(tr: Transition, rc: RunCtx, token: TokenRow, target: str) -> None:
-    """Send ``token`` on to ``target`` (a step or END), guarding against endless loops."""
+    """Send ``token`` on to ``target`` (a step, END or its branch's JOIN), guarding against
+    endless loops."""
     if target == END:
         end_path(tr, rc, token)
+        return
+    if target == JOIN:  # the last branch in wakes the fork's token: it goes on after the join
+        if (forked := arrive(tr, rc.tokens, token)) is not None:
+            step = rc.process.step(forked.step)
+            move(tr, rc, forked, successor(rc.process, step.name, step.next))
         return
     visited: list[str] = token.data.setdefault("visited", [])
     visited.append(token.step)
@@ -266,11 +279,6 @@ def _decision(tr: Transition, rc: RunCtx, token: TokenRow, step: Decision) -> No
     move(tr, rc, token, target)
 
 
-def eval_context(now: int) -> EvalContext:
-    moment = to_datetime(now)
-    return EvalContext(now=lambda: moment)
-
-
 def condition_env(rc: RunCtx, expr: Expr, token: TokenRow) -> dict[str, Any]:
     """The trigger record's fields (see :func:`record_env`); ``action`` the last user task's
     action."""
@@ -279,26 +287,6 @@ def condition_env(rc: RunCtx, expr: Expr, token: TokenRow) -> dict[str, Any]:
     if entity is None or rc.record is None:
         return env
     env.update(record_env(entity, rc.record, expr, rc.load_related))
-    return env
-
-
-def record_env(
-    entity: Entity,
-    record: Mapping[str, Any],
-    expr: Expr,
-    load_related: Callable[[str, int], dict[str, Any] | None],
-) -> dict[str, Any]:
-    """A record's fields for an expression; a relation read through (``customer.creditLimit``)
-    binds the related record (loaded only when the expression reads through it), a bare
-    relation its id."""
-    env = record_json(entity, record)
-    walked = {ref.root for ref in root_paths(expr) if ref.segments}
-    for relation in entity.relations:
-        if relation.to_one and relation.name in walked:
-            related_id = record.get(relation.name)
-            env[relation.name] = (
-                load_related(relation.to, related_id) if related_id is not None else None
-            )
     return env
 
 

@@ -176,14 +176,16 @@ def _declared(reader: Tx, catalog: Catalog, entity: str) -> Entity:
 # --- pages -----------------------------------------------------------------------------------
 
 
-WAIT_KINDS = ("timer", "retry", "poll", "event", "record", "task", "call", "queue", "throttle")
+WAIT_KINDS = (
+    "timer", "retry", "poll", "event", "record", "task", "call", "queue", "throttle", "join",
+)  # fmt: skip
 """What a token can wait for (``waiting_for.kind``)."""
 HISTORY_TYPES = (
     "run.started", "step.started", "step.completed", "step.failed", "step.skipped",
     "step.recovered", "attempt.failed", "retry.scheduled", "timer.armed", "timer.fired",
     "event.received", "task.created", "task.completed", "task.withdrawn", "var.produced",
     "var.cleared", "message.sent", "message.outboxed", "call.started", "call.ended",
-    "token.forked", "token.ended",
+    "token.forked", "token.joined", "token.ended",
     "run.completed", "run.failed", "run.cancelled", "run.aborted", "run.retried",
     "run.dequeued", "step.throttled",
 )  # fmt: skip

@@ -213,6 +213,8 @@ def why_line(step: str, wait: dict[str, Any]) -> str:
         return _call_line(step, wait)
     if kind == "queue":
         return _queue_line(step, wait)
+    if kind == "join":
+        return f"{step}: join waiting for branches {', '.join(wait['branches'])}"
     if kind == "throttle":
         return f"{step}: throttled until {wait['due']} (budget {wait['budget']}{_key(wait)})"
     return f"{step}: waiting for {kind}"
