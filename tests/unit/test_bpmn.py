@@ -36,6 +36,7 @@ NCNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 FLOW_NODES = (
     "startEvent", "endEvent", "intermediateCatchEvent", "boundaryEvent", "userTask",
     "serviceTask", "sendTask", "scriptTask", "callActivity", "subProcess", "exclusiveGateway",
+    "parallelGateway",
 )  # fmt: skip
 
 
@@ -321,3 +322,20 @@ def test_an_unknown_format_names_bpmn_among_the_choices() -> None:
     definition = compile_file(str(ROOT / "examples/orders/orders.intent"))
     with pytest.raises(UsageError, match=r"unknown graph format \[bpm\].*bpmn"):
         graph.draw(definition, None, "bpm")
+
+
+def test_a_fork_and_its_join_are_parallel_gateways() -> None:
+    root = tree("tests/bpmn_cases/parallel.intent", "Review")
+    gateways = {g.get("id") for g in root.xpath("//bpmn:parallelGateway", namespaces=NS)}
+    assert gateways == {"reviews", "reviews_join", "commercial", "commercial_join"}
+    flows = {
+        (f.get("sourceRef"), f.get("targetRef"))
+        for f in root.xpath("//bpmn:sequenceFlow", namespaces=NS)
+    }
+    assert {("reviews", "techReview"), ("reviews", "commercial")} <= flows
+    assert {("commercial", "pricing"), ("commercial", "legal")} <= flows
+    # a branch's last step and a decision's `join` go to the innermost fork's join; the nested
+    # join goes on to the enclosing one, which goes on to `next`
+    assert {("techSignoff", "reviews_join"), ("pricing", "commercial_join")} <= flows
+    assert {("legal", "commercial_join"), ("escalate", "commercial_join")} <= flows
+    assert {("commercial_join", "reviews_join"), ("reviews_join", "consolidate")} <= flows

@@ -14,11 +14,13 @@ from procflow.graph.model import ABORT_ID, START_ID, Graph
 from procflow.graph.model import Node as Drawn
 from procflow.model.ir import (
     END,
+    JOIN,
     Application,
     Decision,
     EndStep,
     IntentStep,
     Notify,
+    ParallelStep,
     Process,
     ServiceTask,
     UserTask,
@@ -44,11 +46,24 @@ class _IntentBpmn(Builder):
         self.trigger = next((e.label for e in drawing.edges if e.src == START_ID), "")
         self.end_step = any(isinstance(s, EndStep) and s.name == END for s in process.steps)
         self.end_id = ""
+        # A fork's join gateway, and the innermost fork each branch step belongs to: a route to
+        # `join` (written, or a branch's last step) goes to that fork's join.
+        self.joins: dict[str, str] = {}
+        self.fork_of: dict[str, str] = {}
+        for fork in process.steps:
+            if isinstance(fork, ParallelStep):
+                for members in fork.members:
+                    self.fork_of.update(dict.fromkeys(members, fork.name))
 
     def build(self) -> None:
         start = self.aux(self.body, "start", "startEvent", self.trigger)
         for step in self.process.steps:
             self.add(self.body, self._node(step))
+            if isinstance(step, ParallelStep):
+                name = f"{step.name}: join"
+                self.joins[step.name] = self.aux(
+                    self.body, f"{step.name}_join", "parallelGateway", name
+                )
         first = self.process.steps[0].name if self.process.steps else END
         self.join(self.body, [Exit(start)], self._to(first))
         if self.process.abort_on is not None:
@@ -72,6 +87,8 @@ class _IntentBpmn(Builder):
             return Node(sid, "userTask", step.name, docs)
         if isinstance(step, Decision):
             return Node(sid, "exclusiveGateway", step.name, docs)
+        if isinstance(step, ParallelStep):
+            return Node(sid, "parallelGateway", step.name, docs)
         if isinstance(step, WaitRecord):
             message = self.message(f"{step.event} {step.entity}")
             return Node(
@@ -79,7 +96,9 @@ class _IntentBpmn(Builder):
             )
         return Node(sid, "endEvent", step.name)
 
-    def _to(self, route: str) -> str:
+    def _to(self, route: str, step: str = "") -> str:
+        if route == JOIN:
+            return self.joins[self.fork_of[step]]
         if route == END and not self.end_step:
             if not self.end_id:
                 self.end_id = self.aux(self.body, "end", "endEvent", "end")
@@ -90,20 +109,31 @@ class _IntentBpmn(Builder):
         return step.next or self.process.fall_through(step.name)
 
     def _routes(self, step: IntentStep) -> None:
-        sid = self.ids.step(step.name)
+        sid, name = self.ids.step(step.name), step.name
         if isinstance(step, EndStep):
+            return
+        if isinstance(step, ParallelStep):
+            self._fork(sid, step)
             return
         if isinstance(step, Decision):
             yes = Exit(sid, "yes", source_text(step.source))
-            self.join(self.body, [yes], self._to(step.then))
+            self.join(self.body, [yes], self._to(step.then, name))
             no = Exit(sid, "no", default=True)
-            self.join(self.body, [no], self._to(step.else_ or self._main(step)))
+            self.join(self.body, [no], self._to(step.else_ or self._main(step), name))
             return
-        self.join(self.body, [Exit(sid)], self._to(self._main(step)))
+        self.join(self.body, [Exit(sid)], self._to(self._main(step), name))
         if isinstance(step, ServiceTask) and step.on_error is not None:
             self._on_error(sid, step)
         if isinstance(step, UserTask):
             self._timers(sid, step)
+
+    def _fork(self, sid: str, fork: ParallelStep) -> None:
+        """A fork's flows to each branch, and its join's on to ``next`` (a nested fork's join:
+        on to the join of the fork whose branch it is in)."""
+        for branch in fork.branches:
+            self.join(self.body, [Exit(sid)], self._to(branch, fork.name))
+        after = self._to(fork.next, fork.name) if fork.next else self._to(JOIN, fork.name)
+        self.join(self.body, [Exit(self.joins[fork.name])], after)
 
     def _on_error(self, sid: str, step: ServiceTask) -> None:
         assert step.on_error is not None
@@ -111,7 +141,7 @@ class _IntentBpmn(Builder):
         caught = self.boundary(
             self.body, sid, f"{sid}_error", EventDef("error"), f"on error{retries}"
         )
-        self.join(self.body, [Exit(caught)], self._to(step.on_error))
+        self.join(self.body, [Exit(caught)], self._to(step.on_error, step.name))
 
     def _timers(self, sid: str, step: UserTask) -> None:
         if step.timeout is not None:
@@ -120,12 +150,12 @@ class _IntentBpmn(Builder):
             name = f"after {after} (task stays open)"
             caught = self.boundary(self.body, sid, f"{sid}_timeout", timer, name)
             self.non_interrupting(caught)
-            self.join(self.body, [Exit(caught)], self._to(step.timeout.then))
+            self.join(self.body, [Exit(caught)], self._to(step.timeout.then, step.name))
         if step.expire is not None:
             timer = EventDef("timer", timer="timeDate", text=step.expire.field)
             name = f"expires at {step.expire.field}"
             caught = self.boundary(self.body, sid, f"{sid}_expire", timer, name)
-            self.join(self.body, [Exit(caught)], self._to(step.expire.then))
+            self.join(self.body, [Exit(caught)], self._to(step.expire.then, step.name))
 
 
 def _retries(count: int) -> str:
