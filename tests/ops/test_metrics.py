@@ -77,7 +77,7 @@ def test_the_gauges_count_the_store(site: Site, db_url: str) -> None:
     }  # fmt: skip
     assert waiting == {
         "timer": 2, "event": 1, "retry": 1, "poll": 0, "record": 0, "task": 0, "call": 0,
-        "queue": 0, "throttle": 0,
+        "queue": 0, "throttle": 0, "join": 0,
     }  # fmt: skip
     assert value(found, "procflow_tasks_open") == 0
     assert value(found, "procflow_oldest_due_seconds") == 0  # nothing is overdue yet
