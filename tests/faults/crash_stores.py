@@ -4,6 +4,7 @@ fresh store per crash case so module-scoped fixtures can run the cases side by s
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -121,3 +122,13 @@ def wait_for_leases_to_expire(db: Db) -> None:
     [(until,)] = db.query("SELECT max(lease_until) FROM runs")
     if isinstance(until, int):
         time.sleep(max(0.0, until / 1_000_000 - time.time() + 0.05))
+
+
+Effect = dict[str, Any]  # run_id, path, attempt, idempotency_key, pid
+"""One side effect a crash project's connector noted (its ``effects.jsonl``)."""
+
+
+def effects(project: Path) -> list[Effect]:
+    """The side effects noted so far in ``project``, in order."""
+    path = project / "effects.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []

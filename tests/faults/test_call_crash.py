@@ -21,7 +21,6 @@ one idempotency key.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections import Counter
@@ -31,7 +30,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crash_stores import CaseStores, Db, kill_worker_at, procflow, wait_for_leases_to_expire
+from crash_stores import (
+    CaseStores,
+    Db,
+    Effect,
+    effects,
+    kill_worker_at,
+    procflow,
+    wait_for_leases_to_expire,
+)
 
 from procflow.runtime.engine import Engine
 
@@ -63,14 +70,6 @@ def prepare(tmp_path: Path, db: Db) -> Path:
     finally:
         engine.close()
     return project
-
-
-Effect = dict[str, Any]  # run_id, path, attempt, idempotency_key, pid
-
-
-def effects(project: Path) -> list[Effect]:
-    path = project / "effects.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 @dataclass

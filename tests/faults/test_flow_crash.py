@@ -18,7 +18,6 @@ attempts the dead worker left uncommitted executed twice — with the same idemp
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections import Counter
 from concurrent.futures import Future
@@ -30,6 +29,8 @@ import pytest
 from crash_stores import (
     CaseStores,
     Db,
+    Effect,
+    effects,
     jump_clock,
     kill_worker_at,
     procflow,
@@ -126,14 +127,6 @@ def prepare(tmp_path: Path, db: Db, phase: str) -> Path:
         engine.close()
     jump_clock(db, {"start": 0, "retry": 10, "wait": 30, "poll": 10}[phase])
     return project
-
-
-Effect = dict[str, Any]  # run_id, path, attempt, idempotency_key, pid
-
-
-def effects(project: Path) -> list[Effect]:
-    path = project / "effects.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 @dataclass
