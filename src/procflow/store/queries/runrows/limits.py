@@ -93,15 +93,6 @@ class LimitQueries(Queries):
             "UPDATE limits SET active=active+? WHERE flow=? AND key=?", (delta, flow, key)
         )
 
-    def queued(self, flow: str, key: str, limit: int) -> list[tuple[int, str]]:
-        """(token_id, run_id) of the oldest ``limit`` runs queued on (``flow``, ``key``)."""
-        rows = self.c.execute(
-            "SELECT token_id, run_id FROM waits WHERE kind='queue' AND type=? AND keys=? "
-            "ORDER BY token_id LIMIT ?",
-            (f"queue:{flow}", key, limit),
-        ).fetchall()
-        return [(int(t), str(r)) for t, r in rows]
-
     def queue_position(self, flow: str, key: str, token_id: int) -> int:
         """How many runs are queued on (``flow``, ``key``) ahead of ``token_id``."""
         row = self.c.execute(
