@@ -41,6 +41,7 @@ class StepNode:
     context: str
     edges: list[tuple[EdgeSort, str]] = field(default_factory=list)  # explicit routes
     falls_through: bool = False  # continues with the next declared step when not routed
+    flows_to_join: bool = False  # a branch step that would fall through: it ends its branch
     error_value: Pos | None = None  # where a ``{error}`` value is written
     action: str | None = None  # a service task's or script's action (setField, delegate, ...)
     action_read: Pos | None = None  # where a decision reads ``action`` (a user task's outcome)

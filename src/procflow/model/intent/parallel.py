@@ -90,6 +90,7 @@ def check_forks(graph: Graph, reader: Reader) -> dict[str, Branch]:
     owner, contested = _owners(branches, graph, reader)
     for step in graph.steps:
         if step.name in owner:
+            step.flows_to_join = step.falls_through
             step.falls_through = False  # a branch's terminal flows into the join
     for fork in forks:
         _check_next(fork, owner, reader)
@@ -219,7 +220,7 @@ def _check_sibling_vars(graph: Graph, owner: dict[str, Branch], reader: Reader) 
     for step in graph.steps:
         for var, pos in step.uses:
             made_by = producers.get(var, [])
-            fork = _racing_fork(step.name, made_by, owner)
+            fork = racing_fork(step.name, made_by, owner)
             if fork is not None:
                 reader.error(
                     pos,
@@ -229,7 +230,7 @@ def _check_sibling_vars(graph: Graph, owner: dict[str, Branch], reader: Reader) 
                 )
 
 
-def _racing_fork(user: str, producers: list[str], owner: dict[str, Branch]) -> str | None:
+def racing_fork(user: str, producers: list[str], owner: dict[str, Branch]) -> str | None:
     """The innermost fork in whose other branches every producer lies, if any."""
     if not producers:
         return None

@@ -9,6 +9,7 @@ from procflow.model.intent.parallel import check_forks, with_members
 from procflow.model.intent.proc import Env, Proc, key_pos
 from procflow.model.intent.steps import compile_step
 from procflow.model.intent.values import read_description
+from procflow.model.intent.varflow import check_var_paths
 from procflow.model.ir import END, JOIN, AbortOn, IntentStep, Process, Trigger, VarDecl
 from procflow.model.reading.reader import IDENT
 from procflow.model.reading.yamlsrc import YMap, YNode, YScalar, YSeq
@@ -43,6 +44,8 @@ def compile_process(node: YMap, index: int, env: Env) -> Process | None:
     branches = check_forks(graph, reader)
     abort_on, abort_route = _abort_on(node, proc, graph)
     _check_vars(var_nodes, proc)
+    clear_after = {name: var.clear_after for name, var in proc.vars.items()}
+    check_var_paths(graph, branches, clear_after, reader)
     analyse(graph, abort_route, reader)
     if name is None:
         return None
