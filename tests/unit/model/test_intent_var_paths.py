@@ -144,3 +144,17 @@ def test_the_warning_is_a_warning(project: Path) -> None:
     app, lines = diagnostics(text, project)
     assert app is not None  # a warning does not stop the file from being used
     assert [line.split(": ")[1] for line in lines] == ["warning"]
+
+
+def test_a_var_erased_in_a_sibling_branch_is_a_race(project: Path) -> None:
+    text = process(
+        make("m"), fork("f", "a, b", ", next: end"), use("a"), use("b"),
+        head=VARS.replace("pw }", "pw, clearAfter: a }"),
+    )  # fmt: skip
+    check(
+        text,
+        [
+            f"error: process [P] step [b]: uses [pw], which clearAfter erases after [a] in a sibling branch of parallel [f]: whether it is still set depends on which branch runs first ({P}.steps[3].args.uses[0])"
+        ],
+        project,
+    )

@@ -11,7 +11,8 @@ when the join goes on), so the join may be unset only when every branch may end 
 
 Reading an unset var fails the step at run time (see ``vars``); the warning says so up front, with
 one path on which it happens. Uses already judged elsewhere are left alone: a var no step produces
-(a warning on the var) and one only a sibling branch produces (an error: a race).
+(a warning on the var) and one only a sibling branch produces (an error: a race). A var erased
+by its clearAfter step in a sibling branch is a race too, and an error here.
 """
 
 from __future__ import annotations
@@ -42,14 +43,23 @@ def check_var_paths(
             producers.setdefault(var, []).append(step.name)
     used = {var for step in graph.steps for var, _ in step.uses}
     for var in sorted(used & producers.keys()):
-        unset = _MayBeUnset(flow, var, clear_after.get(var))
+        cleared_by = clear_after.get(var)
+        unset = _MayBeUnset(flow, var, cleared_by)
         for step in graph.steps:
             for name, pos in step.uses:
-                if name != var or step.name not in unset.parents:
-                    continue
-                if racing_fork(step.name, producers[var], owner) is not None:
-                    continue  # the race is an error of its own
-                reader.warning(pos, step.context, unset.message(step.name))
+                if name != var or racing_fork(step.name, producers[var], owner) is not None:
+                    continue  # a race with its producer is an error of its own
+                clear_race = racing_fork(step.name, [cleared_by], owner) if cleared_by else None
+                if clear_race is not None:
+                    reader.error(
+                        pos,
+                        step.context,
+                        f"uses [{var}], which clearAfter erases after [{cleared_by}] in a sibling "
+                        f"branch of parallel [{clear_race}]: whether it is still set depends on "
+                        "which branch runs first",
+                    )
+                elif step.name in unset.parents:
+                    reader.warning(pos, step.context, unset.message(step.name))
 
 
 @dataclass(frozen=True)
