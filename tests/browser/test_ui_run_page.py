@@ -1,5 +1,6 @@
-"""The run page in a browser: the diagram's highlights, why a run waits, the live refresh while
-the run has not ended, the timeline, and retry / cancel (each reached with the keyboard)."""
+"""The run page in a browser: the diagram's highlights (a fork's join gateway's too), why a run
+waits, the live refresh while the run has not ended, the timeline, and retry / cancel (each
+reached with the keyboard)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from playwright.sync_api import Page, expect
-from ui_pages import HIRE, assert_frame, expect_step_state, section, start_tenants, visit
+from ui_pages import (
+    HIRE,
+    assert_frame,
+    expect_step_state,
+    section,
+    start_tenants,
+    step_node,
+    visit,
+)
 from ui_site import (
     ONBOARDING,
     UiSite,
@@ -64,6 +73,53 @@ def test_flaky_tenant_waits_on_a_retry_then_completes_while_the_page_watches(
     for step in ("recordFailure", "markFailed"):
         expect_step_state(page, step, None)
     expect(section(page, "Why it waits")).not_to_contain_text("retry 2 of 4")
+
+
+# An intent fork of two user tasks, its join going on at consolidate.
+FORK = """\
+name: quotes
+entities:
+  - name: Quote
+    fields:
+      - { name: id, type: integer, primaryKey: true, generated: true }
+      - { name: state, type: string, length: 20 }
+processes:
+  - name: QuoteReview
+    trigger: { onCreate: Quote }
+    steps:
+      - { name: reviews, kind: parallel, args: { branches: [tech, legal], next: consolidate } }
+      - { name: tech, kind: userTask, args: { assignee: engineer } }
+      - { name: legal, kind: userTask, args: { assignee: lawyer } }
+      - { name: consolidate, kind: serviceTask, args: { setField: state, value: done } }
+"""
+ACTIVE_STROKE = "rgb(10, 88, 202)"  # procflow.css: .is-active's outline
+DONE_FILL = "rgb(220, 252, 231)"  # and .is-done's fill
+
+
+def test_a_forked_run_highlights_both_branches_and_the_join_they_wait_at(
+    ui: UiSite, page: Page, tmp_path: Path
+) -> None:
+    """The classes are the TestClient tests' business; here the stylesheet is: chromium paints
+    the join gateway (a group of its own, not a step) as it paints an active step."""
+    app = tmp_path / "quotes.intent"
+    app.write_text(FORK)
+    ui.deploy(app)
+    record = ui.create_record("Quote", {})
+    run_id = ui.run_of_record("Quote", record["id"])["id"]
+    visit(page, ui.url(f"/ui/runs/{run_id}"))  # refreshes itself until both tasks are open
+    for step in ("tech", "legal"):
+        expect_step_state(page, step, "is-active")
+        expect(step_node(page, step).locator("path, polygon").first).to_have_css(
+            "stroke", ACTIVE_STROKE
+        )
+    join = page.locator('svg g.join[data-join="reviews"]')
+    expect(join).to_have_class(re.compile(r"(^|\s)is-active(\s|$)"))
+    expect(join.locator("polygon")).to_have_css("stroke", ACTIVE_STROKE)
+    expect_step_state(page, "reviews", "is-done")  # the fork has split
+    expect(step_node(page, "reviews").locator("polygon")).to_have_css("fill", DONE_FILL)
+    expect_step_state(page, "consolidate", None)
+    why = section(page, "Why it waits")
+    expect(why).to_contain_text("reviews: join waiting for branches tech, legal")
 
 
 def test_download_json_is_the_runs_show_shape(ui: UiSite, page: Page) -> None:

@@ -61,7 +61,8 @@ class _IntentBuilder:
         for step in self.process.steps:
             self.g.items.append(self._node(step))
             if isinstance(step, ParallelStep):
-                self.g.items.append(Node(self._join_id(step.name), ("join",), "join"))
+                join = Node(self._join_id(step.name), ("join",), "join", joins=step.name)
+                self.g.items.append(join)
         first = self.process.steps[0].name if self.process.steps else END
         self.g.edge(START_ID, self._to(first), self._trigger_label())
         if self.process.abort_on is not None:

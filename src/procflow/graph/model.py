@@ -27,6 +27,7 @@ class Node:
     id: str
     lines: tuple[str, ...]
     shape: Shape
+    joins: str = ""  # a join gateway: the fork step it joins (a run's page marks it by that)
 
 
 @dataclass(slots=True)

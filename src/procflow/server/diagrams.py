@@ -1,12 +1,14 @@
 """A definition's diagram as SVG (the API's ``diagram.svg``, and inline on the web UI's pages),
-each step a ``<g class="step" data-step="NAME">``, and a run's positions on it (``is-done``,
-``is-active``, ``is-failed``).
+each step a ``<g class="step" data-step="NAME">`` and each join gateway of an intent fork a
+``<g class="join" data-join="FORK">``, and a run's positions on it (``is-done``, ``is-active``,
+``is-failed``).
 
 Graphviz's ``dot`` draws the DOT text of :mod:`procflow.graph`; in its SVG each node is a
 ``<g class="node">`` whose ``<title>`` is the node's DOT id. The drawing model says which node
-is which step, so the SVG is rewritten with ``xml.etree`` (never by pasting text) to mark each
-step node. A definition's version never changes once deployed, so the marked SVG is kept per
-(name, version) in a small LRU cache; a run's classes are then one substitution per step.
+is which step (and which fork a join joins), so the SVG is rewritten with ``xml.etree`` (never by
+pasting text) to mark those nodes. A definition's version never changes once deployed, so the
+marked SVG is kept per (name, version) in a small LRU cache; a run's classes are then one
+substitution per marked node.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from procflow.model.ir import Application, Flow
 __all__ = [
     "NO_DOT",
     "DiagramCache",
+    "join_classes",
+    "join_nodes",
     "mark_run",
     "marked_svg",
     "step_classes",
@@ -36,7 +40,7 @@ _SVG_NS = "http://www.w3.org/2000/svg"
 _XLINK_NS = "http://www.w3.org/1999/xlink"
 ET.register_namespace("", _SVG_NS)
 ET.register_namespace("xlink", _XLINK_NS)
-_STEP_GROUP = re.compile(r'class="node step" data-step="([^"]*)"')
+_MARKED_GROUP = re.compile(r'class="node (step|join)" data-\1="([^"]*)"')
 _CACHED = 64  # definition versions kept drawn
 
 
@@ -56,22 +60,33 @@ def step_nodes(drawing: graph.Graph) -> dict[str, str]:
     return found
 
 
+def join_nodes(drawing: graph.Graph) -> dict[str, str]:
+    """Node id -> the fork step it joins, for the join gateways of ``drawing``."""
+    return {
+        n.id: n.joins for n in graph.walk(drawing.items) if isinstance(n, graph.Node) and n.joins
+    }
+
+
 def marked_svg(definition: Application | Flow, name: str) -> str:
     """The SVG of the process or flow ``name`` of ``definition``, its step nodes marked."""
     chosen = graph.select(definition, name)
     drawing = graph.build(chosen, definition if isinstance(definition, Application) else None)
     svg = graph.to_svg(graph.to_dot(drawing))
-    return _mark_steps(svg, step_nodes(drawing))
+    return _mark_nodes(svg, {"step": step_nodes(drawing), "join": join_nodes(drawing)})
 
 
-def _mark_steps(svg: str, steps: Mapping[str, str]) -> str:
+def _mark_nodes(svg: str, marks: Mapping[str, Mapping[str, str]]) -> str:
+    """``svg`` with each node group named in ``marks`` (kind -> node id -> name) classed
+    ``node KIND`` with ``data-KIND="NAME"``."""
     root = ET.fromstring(svg)
     for group in root.iter(f"{{{_SVG_NS}}}g"):
         title = group.findtext(f"{{{_SVG_NS}}}title")
-        if group.get("class") != "node" or title is None or title not in steps:
+        if group.get("class") != "node" or title is None:
             continue
-        group.set("class", "node step")
-        group.set("data-step", steps[title])
+        for kind, names in marks.items():
+            if title in names:
+                group.set("class", f"node {kind}")
+                group.set(f"data-{kind}", names[title])
     root.set("role", "img")
     root.set("aria-label", f"Diagram of {root.findtext(f'{{{_SVG_NS}}}title') or 'the definition'}")
     # As wide as Graphviz drew it at most, narrower on a small screen (the height follows).
@@ -86,7 +101,8 @@ def _mark_steps(svg: str, steps: Mapping[str, str]) -> str:
 def step_classes(tokens: list[Mapping[str, object]], outcomes: Mapping[str, str]) -> dict[str, str]:
     """Each step's one state class on a run's diagram: ``is-failed`` (a failed token there, or
     its last outcome a failure), ``is-active`` (a token there now), ``is-done`` (completed or
-    recovered); a step neither reached nor skipped has none."""
+    recovered, or a fork whose token waits at its join: it has split); a step neither reached nor
+    skipped has none."""
     classes: dict[str, str] = {}
     for step, outcome in outcomes.items():
         if outcome == "step.failed":
@@ -96,22 +112,51 @@ def step_classes(tokens: list[Mapping[str, object]], outcomes: Mapping[str, str]
     at_tokens: dict[str, str] = {}
     for token in tokens:
         step = str(token.get("step"))
-        if token.get("state") == "failed":
-            at_tokens[step] = "is-failed"
-        else:
-            at_tokens.setdefault(step, "is-active")
+        state = _token_state(token)
+        if _RANK[state] > _RANK.get(at_tokens.get(step, ""), -1):
+            at_tokens[step] = state
     return classes | at_tokens
 
 
-def mark_run(svg: str, classes: Mapping[str, str]) -> str:
-    """``svg`` with each step group's state class added."""
+_RANK = {"is-done": 0, "is-active": 1, "is-failed": 2}  # several tokens at a step: the highest
+
+
+def _token_state(token: Mapping[str, object]) -> str:
+    if token.get("state") == "failed":
+        return "is-failed"
+    return "is-done" if _waits_at_join(token) else "is-active"
+
+
+def _waits_at_join(token: Mapping[str, object]) -> bool:
+    """A fork's own token once it has split: it waits at the fork's join for the branches."""
+    waiting = token.get("waiting_for")
+    is_join = isinstance(waiting, Mapping) and waiting.get("kind") == "join"
+    return is_join and token.get("state") != "failed"
+
+
+def join_classes(tokens: list[Mapping[str, object]], outcomes: Mapping[str, str]) -> dict[str, str]:
+    """Each join gateway's state class by its fork's name: ``is-active`` while the fork's token
+    waits there for branches, ``is-done`` once the join went on (the fork's ``step.completed``
+    is its join going on). Other steps' names are in it too, and match no join."""
+    joins = {step: "is-done" for step, outcome in outcomes.items() if outcome == "step.completed"}
+    for token in tokens:
+        if _waits_at_join(token):
+            joins[str(token.get("step"))] = "is-active"
+    return joins
+
+
+def mark_run(svg: str, classes: Mapping[str, str], joins: Mapping[str, str] | None = None) -> str:
+    """``svg`` with each step group's state class added (``classes``, by step), and each join
+    gateway's (``joins``, by the fork's name)."""
+    by_kind = {"step": classes, "join": joins or {}}
 
     def add(match: re.Match[str]) -> str:
-        state = classes.get(html.unescape(match.group(1)))
+        kind, name = match.group(1), match.group(2)
+        state = by_kind[kind].get(html.unescape(name))
         extra = f" {state}" if state else ""
-        return f'class="node step{extra}" data-step="{match.group(1)}"'
+        return f'class="node {kind}{extra}" data-{kind}="{name}"'
 
-    return _STEP_GROUP.sub(add, svg)
+    return _MARKED_GROUP.sub(add, svg)
 
 
 class DiagramCache:

@@ -21,7 +21,7 @@ from procflow.runtime.operations.listing import (
 )
 from procflow.runtime.operations.views import why_line
 from procflow.runtime.transition import is_run_id
-from procflow.server.diagrams import NO_DOT, DiagramCache, mark_run, step_classes
+from procflow.server.diagrams import NO_DOT, DiagramCache, join_classes, mark_run, step_classes
 from procflow.server.paging import bad_query, page_json, str_page
 from procflow.server.problems import Problem
 from procflow.server.web.handling import PREFIX, WebCall
@@ -230,8 +230,9 @@ def _diagram(call: WebCall, run: dict[str, Any]) -> tuple[str | None, str | None
         svg = cache.get(run["name"], run["version"], definition)
     except ProcflowError as exc:
         return None, f"The diagram could not be drawn: {exc}"
-    classes = step_classes(run["tokens"], call.engine.step_outcomes(run["id"]))
-    return mark_run(svg, classes), None
+    outcomes = call.engine.step_outcomes(run["id"])
+    steps = step_classes(run["tokens"], outcomes)
+    return mark_run(svg, steps, join_classes(run["tokens"], outcomes)), None
 
 
 # --- retry and cancel ----------------------------------------------------------------------------
