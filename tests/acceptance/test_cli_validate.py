@@ -38,8 +38,8 @@ def test_a_folder_validates_every_definition_inside(procflow):
     result = procflow("validate", "examples")
     assert result.returncode == 0, result.stdout + result.stderr
     # the three shared examples plus reminders/ (this project's own flow for the tour),
-    # nightly-report/, tenant-onboarding/'s three and customer-sync/
-    assert "checked 9 files" in result.stderr
+    # nightly-report/, tenant-onboarding/'s three, customer-sync/ and order-review/
+    assert "checked 10 files" in result.stderr
 
 
 def test_problems_are_printed_as_path_line_col_sorted_with_exit_1(procflow, tmp_path: Path):

@@ -10,6 +10,7 @@ never skip. The modeler bundle is evaluated in the page through the DevTools pro
 from __future__ import annotations
 
 import fcntl
+import re
 import shutil
 import subprocess
 from functools import cache
@@ -62,3 +63,34 @@ IMPORT = """async (xml) => {
     return { warnings, drawn: [], error: String(err) };
   }
 }"""
+
+
+# The same, then the drawing as bpmn-js saves it (``saveSVG``: the diagram's own bounding box, so
+# neither the host's size nor the zoom changes it).
+SAVE_SVG = """async (xml) => {
+  const host = document.createElement('div');
+  host.style.width = '1200px';
+  host.style.height = '900px';
+  document.body.appendChild(host);
+  const modeler = new BpmnJS({ container: host });
+  const result = await modeler.importXML(xml);
+  const { svg } = await modeler.saveSVG();
+  host.remove();
+  return { warnings: result.warnings.map((w) => String(w.message)), svg };
+}"""
+
+# An arrowhead's marker id, where it is declared and where a flow's style points at it.
+_MARKER = re.compile(r"""(id="|url\('#)marker-([a-z0-9]+)""")
+
+
+def stable_markers(svg: str) -> str:
+    """``svg`` with its arrowheads' marker ids numbered in order of appearance: bpmn-js gives
+    each a random name anew at every drawing, the only part of ``saveSVG`` that changes between
+    two drawings of the same file."""
+    numbers: dict[str, int] = {}
+
+    def numbered(found: re.Match[str]) -> str:
+        number = numbers.setdefault(found.group(2), len(numbers) + 1)
+        return f"{found.group(1)}marker-{number}"
+
+    return _MARKER.sub(numbered, svg)

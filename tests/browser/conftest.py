@@ -42,7 +42,7 @@ expect.set_options(timeout=EXPECT_MS)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "screenshots: writes the README's pictures (docs/images/*.png); runs in the suite",
+        "screenshots: writes the docs' pictures (docs/images/); runs in the suite",
     )
 
 

@@ -1,20 +1,28 @@
 """The BPMN export imports into bpmn-js (what bpmn.io and Camunda Modeler are built on) with no
 warning, every element drawn: each of ``bpmn_files.definitions()`` (the examples and
 ``tests/bpmn_cases``), in Debian's chromium. The XSD check of the same files is
-``tests/unit/test_bpmn.py``."""
+``tests/unit/test_bpmn.py``.
+
+The order-review example's picture in docs/reference/bpmn.md (docs/images/order-review.bpmn.svg)
+is what bpmn-js saves (``saveSVG``) of the export, checked here to be what it draws now;
+``UPDATE_SCREENSHOTS=1 pytest tests/browser/test_bpmn_js.py -k picture`` writes it anew."""
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from bpmn_files import definitions, exported
-from bpmn_js import IMPORT, modeler_source
+from bpmn_files import ROOT, definitions, exported
+from bpmn_js import IMPORT, SAVE_SVG, modeler_source, stable_markers
 from lxml import etree
 from playwright.sync_api import Browser, Page
 
 BPMN = "http://www.omg.org/spec/BPMN/20100524/MODEL"
+PICTURED = "examples/order-review/order-review.intent"
+PICTURE = ROOT / "docs" / "images" / "order-review.bpmn.svg"
 
 
 @pytest.fixture(scope="module")
@@ -58,3 +66,21 @@ def test_bpmn_js_reports_what_is_wrong_with_a_broken_document(modeler_page: Page
     assert broken != xml
     result = imported(modeler_page, broken)
     assert any("nowhere" in w for w in result["warnings"]), result
+
+
+@pytest.mark.screenshots
+def test_the_docs_picture_is_what_bpmn_js_draws_of_the_export(modeler_page: Page) -> None:
+    xml = exported(PICTURED)
+    saved: dict[str, Any] = modeler_page.evaluate(SAVE_SVG, xml)
+    assert saved["warnings"] == []
+    svg = stable_markers(saved["svg"]) + "\n"
+    assert semantic_ids(xml) <= set(re.findall(r'data-element-id="([^"]+)"', svg))
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
+        PICTURE.write_text(svg, encoding="utf-8")
+    rel = PICTURE.relative_to(ROOT)
+    assert PICTURE.is_file(), f"{rel} is missing: write it with UPDATE_SCREENSHOTS=1"
+    assert PICTURE.read_text(encoding="utf-8") == svg, (
+        f"{rel} is not what bpmn-js draws of `procflow graph {PICTURED} --format bpmn` now "
+        "(the export, the pinned bpmn-js or chromium's font metrics changed): write it anew with "
+        "`UPDATE_SCREENSHOTS=1 pytest tests/browser/test_bpmn_js.py -k picture` and look at it"
+    )

@@ -25,9 +25,9 @@ def test_the_examples_scenarios_pass() -> None:
 def test_the_examples_scenarios_take_every_route() -> None:
     suite = run_suite([str(EXAMPLES)])
     assert suite.ok
-    # orders, provisioning, onboarding, reminders, nightly-report, tenant-onboarding's three,
-    # customer-sync
-    assert len(suite.coverage) == 9
+    # orders, order-review, provisioning, onboarding, reminders, nightly-report,
+    # tenant-onboarding's three, customer-sync
+    assert len(suite.coverage) == 10
     for one in suite.coverage:
         assert one.percent == 100.0, "\n".join(r.describe() for r in one.untaken)
         assert one.steps_hit == set(one.steps)
