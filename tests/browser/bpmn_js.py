@@ -94,3 +94,16 @@ def stable_markers(svg: str) -> str:
         return f"{found.group(1)}marker-{number}"
 
     return _MARKER.sub(numbered, svg)
+
+
+# What of a drawing depends on the host's fonts: how bpmn-js breaks a label into lines and where it
+# puts each (it measures the text), and so the drawing's bounding box.
+_LABEL = re.compile(r"(<text\b[^>]*>)(.*?)(</text>)", re.S)
+_BOX = re.compile(r'(<svg\b[^>]*?) width="[^"]*" height="[^"]*" viewBox="[^"]*"')
+
+
+def without_font_metrics(svg: str) -> str:
+    """``svg`` less what another chromium or font version would place differently: each label
+    only its words, run together; the shapes, flows and ids stay (they come from the export)."""
+    svg = _LABEL.sub(lambda m: m[1] + re.sub(r"<[^>]*>|\s", "", m[2]) + m[3], svg)
+    return _BOX.sub(lambda m: m[1], svg)
