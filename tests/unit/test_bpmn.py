@@ -334,8 +334,31 @@ def test_a_fork_and_its_join_are_parallel_gateways() -> None:
     }
     assert {("reviews", "techReview"), ("reviews", "commercial")} <= flows
     assert {("commercial", "pricing"), ("commercial", "legal")} <= flows
-    # a branch's last step and a decision's `join` go to the innermost fork's join; the nested
-    # join goes on to the enclosing one, which goes on to `next`
-    assert {("techSignoff", "reviews_join"), ("pricing", "commercial_join")} <= flows
-    assert {("legal", "commercial_join"), ("escalate", "commercial_join")} <= flows
+    # a branch's last step and a decision's `join` go to the innermost fork's join, through an
+    # exclusive gateway where the branch has more than one way in (pricing's: straight, or
+    # after escalate); the nested join goes on to the enclosing one, which goes on to `next`
+    assert {("techSignoff", "reviews_join"), ("legal", "commercial_join")} <= flows
+    assert {("pricing", "pricing_merge"), ("escalate", "pricing_merge")} <= flows
+    assert ("pricing_merge", "commercial_join") in flows
     assert {("commercial_join", "reviews_join"), ("reviews_join", "consolidate")} <= flows
+    merges = {g.get("id") for g in root.xpath("//bpmn:exclusiveGateway", namespaces=NS)}
+    assert merges == {"pricing", "pricing_merge"}
+
+
+FORKED = [(f, n) for f, n in definitions() if "kind: parallel" in (ROOT / f).read_text()]
+
+
+@pytest.mark.parametrize(("file", "name"), FORKED)
+def test_a_parallel_join_has_one_flow_in_per_branch(file: str, name: str) -> None:
+    """A BPMN parallel join waits for a token on each flow into it: one flow per branch, or
+    an engine running the file would wait forever for the branch's arms not taken."""
+    root = tree(file, name)
+    flows = [
+        (f.get("sourceRef"), f.get("targetRef")) for f in root.iterfind(".//bpmn:sequenceFlow", NS)
+    ]
+    gateways = {g.get("id") for g in root.iterfind(".//bpmn:parallelGateway", NS)}
+    forks = [g for g in gateways if f"{g}_join" in gateways]
+    assert forks
+    for fork in forks:
+        branches = sum(1 for src, _ in flows if src == fork)
+        assert sum(1 for _, dst in flows if dst == f"{fork}_join") == branches, fork

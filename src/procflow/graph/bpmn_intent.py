@@ -50,10 +50,17 @@ class _IntentBpmn(Builder):
         # `join` (written, or a branch's last step) goes to that fork's join.
         self.joins: dict[str, str] = {}
         self.fork_of: dict[str, str] = {}
+        # A branch's first step → the exclusive gateway merging its routes into the join: a
+        # parallel join waits for a token on every incoming flow, so a branch with several ways
+        # into it (a decision's arms, say) must merge them first, or BPMN engines would wait
+        # forever. A branch with one way in flows into the join directly.
+        self.branch_of: dict[str, str] = {}
+        self.merges: dict[str, str] = {}
         for fork in process.steps:
             if isinstance(fork, ParallelStep):
-                for members in fork.members:
+                for first, members in zip(fork.branches, fork.members, strict=True):
                     self.fork_of.update(dict.fromkeys(members, fork.name))
+                    self.branch_of.update(dict.fromkeys(members, first))
 
     def build(self) -> None:
         start = self.aux(self.body, "start", "startEvent", self.trigger)
@@ -64,6 +71,7 @@ class _IntentBpmn(Builder):
                 self.joins[step.name] = self.aux(
                     self.body, f"{step.name}_join", "parallelGateway", name
                 )
+        self._merge_branch_ends()
         first = self.process.steps[0].name if self.process.steps else END
         self.join(self.body, [Exit(start)], self._to(first))
         if self.process.abort_on is not None:
@@ -96,9 +104,38 @@ class _IntentBpmn(Builder):
             )
         return Node(sid, "endEvent", step.name)
 
+    def _merge_branch_ends(self) -> None:
+        ways_in: dict[str, int] = {}
+        for step in self.process.steps:
+            if step.name in self.branch_of:
+                count = sum(1 for route in self._routes_of(step) if route == JOIN)
+                first = self.branch_of[step.name]
+                ways_in[first] = ways_in.get(first, 0) + count
+        for first, count in ways_in.items():
+            if count > 1:
+                merge = self.aux(self.body, f"{first}_merge", "exclusiveGateway")
+                self.join(self.body, [Exit(merge)], self.joins[self.fork_of[first]])
+                self.merges[first] = merge
+
+    def _routes_of(self, step: IntentStep) -> list[str]:
+        """Where each of ``step``'s routes goes, as written (``join`` included)."""
+        if isinstance(step, EndStep):
+            return []
+        if isinstance(step, ParallelStep):
+            return [step.next or JOIN]
+        if isinstance(step, Decision):
+            return [step.then, step.else_ or self._main(step)]
+        out = [self._main(step)]
+        if isinstance(step, ServiceTask) and step.on_error is not None:
+            out.append(step.on_error)
+        if isinstance(step, UserTask):
+            out += [t.then for t in (step.timeout, step.expire) if t is not None]
+        return out
+
     def _to(self, route: str, step: str = "") -> str:
         if route == JOIN:
-            return self.joins[self.fork_of[step]]
+            first = self.branch_of[step]
+            return self.merges.get(first) or self.joins[self.fork_of[step]]
         if route == END and not self.end_step:
             if not self.end_id:
                 self.end_id = self.aux(self.body, "end", "endEvent", "end")
