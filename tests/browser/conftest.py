@@ -75,11 +75,12 @@ def page(browser: Browser) -> Iterator[Page]:
 
 
 @pytest.fixture
-def ui_unserved(
-    db_factory: Callable[..., str], db_env: dict[str, str], tmp_path: Path
-) -> Iterator[UiSite]:
-    url = db_factory("ui", empty=True)  # a store `procflow db init --virtual-clock` makes
-    site = UiSite(url, db_env, tmp_path)
+def ui_unserved(tmp_path: Path) -> Iterator[UiSite]:
+    """A site on SQLite, not served yet. The browser tests check what chromium makes of the
+    pages (scripts, keyboard, stylesheet, accessibility), which no store changes; what the
+    pages do on each store is tests/web's (TestClient, both stores), and one browser test of a
+    form writing through the UI runs on both (:func:`ui_on_each_store`)."""
+    site = UiSite(f"sqlite:///{tmp_path / 'ui.db'}", {}, tmp_path)
     site.init_store()
     try:
         yield site
@@ -91,6 +92,21 @@ def ui_unserved(
 def ui(ui_unserved: UiSite) -> UiSite:
     ui_unserved.serve()
     return ui_unserved
+
+
+@pytest.fixture
+def ui_on_each_store(
+    db_factory: Callable[..., str], db_env: dict[str, str], tmp_path: Path
+) -> Iterator[UiSite]:
+    """A served site on each store of the matrix."""
+    url = db_factory("ui", empty=True)  # a store `procflow db init --virtual-clock` makes
+    site = UiSite(url, db_env, tmp_path)
+    site.init_store()
+    site.serve()
+    try:
+        yield site
+    finally:
+        site.stop()
 
 
 def _failure_name(nodeid: str) -> str:

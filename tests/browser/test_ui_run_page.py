@@ -5,11 +5,9 @@ reached with the keyboard)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from playwright.sync_api import Page, expect
 from ui_pages import (
     HIRE,
@@ -98,24 +96,11 @@ ACTIVE_STROKE = "rgb(10, 88, 202)"  # procflow.css: .is-active's outline
 DONE_FILL = "rgb(220, 252, 231)"  # and .is-done's fill
 
 
-@pytest.fixture
-def sqlite_ui(tmp_path: Path) -> Iterator[UiSite]:
-    site = UiSite(f"sqlite:///{tmp_path / 'fork.db'}", {}, tmp_path)
-    site.init_store()
-    site.serve()
-    try:
-        yield site
-    finally:
-        site.stop()
-
-
 def test_a_forked_run_highlights_both_branches_and_the_join_they_wait_at(
-    sqlite_ui: UiSite, page: Page, tmp_path: Path
+    ui: UiSite, page: Page, tmp_path: Path
 ) -> None:
-    """The classes are the TestClient tests' business (on both stores); here the stylesheet is,
-    which no store changes (SQLite only): chromium paints the join gateway (a group of its own,
-    not a step) as it paints an active step."""
-    ui = sqlite_ui
+    """The classes are the TestClient tests' business; here the stylesheet is: chromium paints
+    the join gateway (a group of its own, not a step) as it paints an active step."""
     app = tmp_path / "quotes.intent"
     app.write_text(FORK)
     ui.deploy(app)

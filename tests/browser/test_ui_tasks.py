@@ -10,7 +10,8 @@ from ui_pages import assert_frame, open_order_task, visit
 from ui_site import UiSite, navigate_with_enter, submit_with_enter, wait_run
 
 
-def test_an_orders_task_is_completed_through_its_form(ui: UiSite, page: Page) -> None:
+def test_an_orders_task_is_completed_through_its_form(ui_on_each_store: UiSite, page: Page) -> None:
+    ui = ui_on_each_store  # the browser's one write through the UI, on each store
     task = open_order_task(ui)
     task_id = str(task["id"])
     visit(page, ui.url("/ui/tasks"))
