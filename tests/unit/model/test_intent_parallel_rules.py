@@ -47,6 +47,15 @@ VARS = "    trigger: { onCreate: Order }\n    vars: [ { name: pw } ]\n"
 VALID = [
     case("the-spec-example", SPEC_EXAMPLE),
     case(
+        "error-on-a-branch-step-only-its-on-error-route-reaches",
+        process(
+            fork("f", "a, b", ", next: end"),
+            svc("a", "delegate: Ok, onError: recover, next: join"),
+            svc("recover", 'setField: note, value: "{error}"'),
+            task("b"),
+        ),
+    ),
+    case(
         "a-var-produced-before-the-fork-or-in-the-same-branch",
         process(
             svc("make", "delegate: Ok, produces: [pw], next: f"),
@@ -85,6 +94,16 @@ def test_valid_forks_have_no_diagnostics(text: str, expected: list[str], project
 
 
 INVALID = [
+    case(
+        "error-after-the-join-which-calm-branches-reach",
+        process(
+            fork("f", "a, b", ", next: after"),
+            svc("a", "delegate: Ok, onError: join"),
+            task("b"),
+            svc("after", 'setField: note, value: "{error}"'),
+        ),
+        f"step [after]: {{error}} would be empty here: it is reached without a failure: f → after; use {{error}} only on steps that every path reaches through an onError route ({P}.steps[3].args.value)",
+    ),
     case(
         "branches-missing",
         process(fork("f", "a, b").replace("branches: [a, b]", "next: end"), task("a")),
