@@ -66,7 +66,8 @@ $(BPMN_JS): tests/browser/bpmn-js/package-lock.json | system
 	npm ci --no-audit --no-fund --prefix tests/browser/bpmn-js
 	touch $(BPMN_JS)
 
-# Two processes (pytest-xdist): the suite is mostly waiting on subprocesses and the database.
+# Four processes (pytest-xdist) on 2 cores: a test mostly waits on a procflow process, the
+# database or chromium (docs/development.md has the figures).
 pytest: $(STAMP) system $(BPMN_JS)
 	@# Bytecode for every module, written even where PYTHONDONTWRITEBYTECODE is set: the suite
 	@# starts some thousands of procflow processes, which would otherwise each compile the
@@ -74,7 +75,7 @@ pytest: $(STAMP) system $(BPMN_JS)
 	$(BIN)/python -m compileall -q src >/dev/null
 	@# The PostgreSQL of this machine when it answers, else a throwaway cluster (started once here,
 	@# not by each test process).
-	PROCFLOW_TEST_PG="$$(scripts/ensure-postgres.sh)" $(BIN)/pytest -n 2 --dist worksteal
+	PROCFLOW_TEST_PG="$$(scripts/ensure-postgres.sh)" $(BIN)/pytest -n 4 --dist worksteal
 
 test: system lint typecheck pytest
 
