@@ -172,7 +172,6 @@ def test_serve_with_an_issuer_takes_its_jwts_and_no_caller_is_local(
     served = Served(args, subprocess_env({}, provider.settings()), tmp_path)
     try:
         base = served.wait_serving()
-        assert "loopback only" not in served.stderr
         missing = httpx.get(f"{base}/runs")
         assert missing.status_code == 401
         assert missing.json()["detail"] == f"a bearer JWT of [{provider.issuer}] is required"
@@ -181,6 +180,7 @@ def test_serve_with_an_issuer_takes_its_jwts_and_no_caller_is_local(
         assert answer.status_code == 200, answer.text
     finally:
         assert served.stop() == 0
+    assert "loopback only" not in served.stderr
     assert token not in served.stderr
 
 

@@ -117,12 +117,13 @@ def test_without_tokens_it_says_it_is_loopback_only_and_everyone_is_local(
     start_server: StartServer,
 ) -> None:
     served = start_server()
+    # No token needed: a route behind authentication answers the local administrator.
+    assert httpx.get(f"{served.base_url}/openapi.json").status_code == 200
+    assert served.stop() == 0  # stderr is read by a thread of its own: whole only once ended
     assert (
         "no PROCFLOW_API_TOKENS or PROCFLOW_OIDC_ISSUER: listening on loopback only, every "
         "caller is the administrator 'local'"
     ) in served.stderr
-    # No token needed: a route behind authentication answers the local administrator.
-    assert httpx.get(f"{served.base_url}/openapi.json").status_code == 200
 
 
 def test_a_non_loopback_host_without_tokens_is_refused(start_server: StartServer) -> None:
@@ -163,7 +164,6 @@ def test_a_token_table_with_a_short_token_is_refused_at_start(start_server: Star
 
 def test_with_tokens_every_route_but_health_needs_one(start_server: StartServer) -> None:
     served = start_server(environ={"PROCFLOW_API_TOKENS": TOKENS})
-    assert "loopback only" not in served.stderr
     base = served.base_url
     missing = httpx.get(f"{base}/openapi.json")
     assert missing.status_code == 401
@@ -175,6 +175,8 @@ def test_with_tokens_every_route_but_health_needs_one(start_server: StartServer)
     assert httpx.get(f"{base}/openapi.json", headers=bearer(ADMIN_TOKEN)).status_code == 200
     assert httpx.get(f"{base}/health").status_code == 200
     assert httpx.get(f"{base}/health/ready").status_code == 200
+    assert served.stop() == 0
+    assert "loopback only" not in served.stderr
     assert ADMIN_TOKEN not in served.stderr
 
 
