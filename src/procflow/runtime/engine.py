@@ -37,7 +37,7 @@ from procflow.expr import parse_duration
 from procflow.runtime.clock import LATEST, VIRTUAL_EPOCH, from_iso, micros, store_now
 from procflow.runtime.data.access import Action, authorize
 from procflow.runtime.data.identity import ADMINISTRATOR, Actor, TokenTable, checked_name
-from procflow.runtime.data.secrets import Masker, VarCipher, load_cipher
+from procflow.runtime.data.secrets import Masker, VarCipher, check_secret_key, load_cipher
 from procflow.runtime.definitions.catalog import Catalog
 from procflow.runtime.operations import listing
 from procflow.runtime.operations.conflicts import retry_on_conflict
@@ -93,7 +93,7 @@ class Engine(ListingCalls):
         try:
             self.store.ensure_ready(create=create)
             if self.store.dialect == "postgresql":
-                load_cipher(self.url, self.environ)  # every worker must share the key
+                check_secret_key(self.url, self.environ)  # every worker must share the key
         except BaseException:
             self.store.close()
             raise

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ from typing import Any
 import pytest
 
 from procflow.errors import ProcflowError, SecretKeyError, VarValueError
-from procflow.runtime.data.secrets import Masker, VarCipher, load_cipher
+from procflow.runtime.data.secrets import Masker, VarCipher, check_secret_key, load_cipher
 
 SECRET = "correct horse battery staple, 32+ chars"
 OTHER = "another secret key that is long enough!!"
@@ -303,3 +305,28 @@ def test_masker_without_values_passes_through() -> None:
 
 def test_masker_repr_hides_values() -> None:
     assert "hunter2pw" not in repr(Masker(["hunter2pw"]))
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{}, {"PROCFLOW_SECRET_KEY": "abc"}, {"PROCFLOW_SECRET_KEY_FILE": "/nonexistent/procflow.key"}],
+    ids=["none", "too-short", "missing-file"],
+)
+def test_the_start_up_check_refuses_what_loading_the_key_refuses(env: dict[str, str]) -> None:
+    with pytest.raises(SecretKeyError) as loading:
+        load_cipher("postgresql://h/db", env)
+    with pytest.raises(SecretKeyError) as checking:
+        check_secret_key("postgresql://h/db", env)
+    assert str(checking.value) == str(loading.value)
+
+
+def test_the_start_up_check_passes_a_good_key_without_loading_cryptography() -> None:
+    """Every command on PostgreSQL checks the key; only one that seals or opens a var derives it."""
+    code = (
+        "import sys\n"
+        "from procflow.runtime.data.secrets import check_secret_key\n"
+        f"check_secret_key('postgresql://h/db', {{'PROCFLOW_SECRET_KEY': {SECRET!r}}})\n"
+        "print(sorted(m for m in sys.modules if m.startswith('cryptography')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

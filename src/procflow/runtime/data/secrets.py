@@ -74,12 +74,7 @@ class VarCipher:
     @classmethod
     def from_secret(cls, secret: str) -> VarCipher:
         """The cipher for a secret string (at least 32 characters, surrounding blanks ignored)."""
-        text = secret.strip()
-        if len(text) < MIN_SECRET_CHARS:
-            raise SecretKeyError(
-                f"the secret key is {len(text)} characters long; "
-                f"it must be at least {MIN_SECRET_CHARS}"
-            )
+        text = _long_enough(secret)
         from cryptography.hazmat.primitives import hashes
         from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
@@ -125,29 +120,53 @@ def _aad(run_id: str, name: str) -> bytes:
     return f"{run_id}\0{name}".encode()
 
 
+def _long_enough(secret: str) -> str:
+    """The secret without surrounding blanks, refused when shorter than the minimum."""
+    text = secret.strip()
+    if len(text) < MIN_SECRET_CHARS:
+        raise SecretKeyError(
+            f"the secret key is {len(text)} characters long; it must be at least {MIN_SECRET_CHARS}"
+        )
+    return text
+
+
 # --- the key ---------------------------------------------------------------------------------
 
 
 def load_cipher(db_url: str, environ: Mapping[str, str]) -> VarCipher:
     """The var cipher for the store at ``db_url`` (see the module notes for where the key is)."""
+    secret = _secret_for(db_url, environ)
+    return VarCipher.ephemeral() if secret is None else VarCipher.from_secret(secret)
+
+
+def check_secret_key(db_url: str, environ: Mapping[str, str]) -> None:
+    """Raises what :func:`load_cipher` would, without deriving the key: the start-up check that a
+    PostgreSQL worker has one, for every command (deriving it loads ``cryptography``, some 40 ms
+    of a command's start, which a command that touches no var need not pay)."""
+    _secret_for(db_url, environ)
+
+
+def _secret_for(db_url: str, environ: Mapping[str, str]) -> str | None:
+    """The secret key's text for the store at ``db_url``, checked; None for an in-memory store."""
     secret = (raw(ENV_KEY, environ) or "").strip()
     if secret:
-        return _from(secret, ENV_KEY)
+        return _checked(secret, ENV_KEY)
     key_file = (raw(ENV_KEY_FILE, environ) or "").strip()
     if key_file:
-        return _from(_read_key_file(Path(key_file), ENV_KEY_FILE), f"{ENV_KEY_FILE} [{key_file}]")
+        read = _read_key_file(Path(key_file), ENV_KEY_FILE)
+        return _checked(read, f"{ENV_KEY_FILE} [{key_file}]")
     if dialect_of(db_url) != "sqlite":
         raise SecretKeyError(_POSTGRES_NEEDS_KEY)
     path = StoreUrl.parse(db_url).sqlite_file  # the store's own reading of the URL
     if path is None:
-        return VarCipher.ephemeral()
+        return None
     key_path = Path(f"{path}.key")
-    return _from(_sqlite_key(key_path), f"key file [{key_path}]")
+    return _checked(_sqlite_key(key_path), f"key file [{key_path}]")
 
 
-def _from(secret: str, source: str) -> VarCipher:
+def _checked(secret: str, source: str) -> str:
     try:
-        return VarCipher.from_secret(secret)
+        return _long_enough(secret)
     except SecretKeyError as e:
         raise SecretKeyError(f"{source}: {e}") from None
 
