@@ -1,5 +1,12 @@
-"""`procflow ... --db URL` for acceptance tests: one subprocess per command, as a user runs it,
-with the exit code checked and no traceback allowed."""
+"""`procflow ... --db URL` for acceptance tests: one process per command, as a user runs it,
+with the exit code checked and no traceback allowed.
+
+Each command is a fork of a server that has imported procflow's libraries but not procflow
+(``cli_forkserver.py``): a process of its own, with its own pid, environment, folder, arguments and
+output, that imports procflow as the installed command does, at a third of the CPU of a new
+interpreter. ``PROCFLOW_TEST_COLD_CLI=1`` runs each in a new interpreter instead
+(``python -m procflow.cli``).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from cli_forkclient import fork_server
 
 
 class Cli:
@@ -28,18 +37,9 @@ class Cli:
         self.pids: dict[str, list[int]] = {}
 
     def __call__(self, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "procflow.cli", *args, "--db", self.url]
-        with subprocess.Popen(
-            command, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True,
-        ) as proc:  # fmt: skip
-            try:
-                out, err = proc.communicate(timeout=120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                raise
-        self.pids.setdefault(" ".join(args[:2]), []).append(proc.pid)
-        done = subprocess.CompletedProcess(command, proc.returncode, out, err)
+        argv = [*args, "--db", self.url]
+        done, pid = run_procflow(argv, self.env, self.cwd)
+        self.pids.setdefault(" ".join(args[:2]), []).append(pid)
         assert done.returncode == code, (
             f"procflow {' '.join(args)}: exit {done.returncode}, wanted {code}\n"
             f"stdout: {done.stdout}\nstderr: {done.stderr}"
@@ -71,6 +71,25 @@ class Cli:
 
     def work(self) -> None:
         self("worker", "--until-idle")
+
+
+def run_procflow(
+    argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 120
+) -> tuple[subprocess.CompletedProcess[str], int]:
+    """``procflow ARGV`` as its own process; what it did, and its pid."""
+    if os.environ.get("PROCFLOW_TEST_COLD_CLI") == "1":
+        command = [sys.executable, "-m", "procflow.cli", *argv]
+        with subprocess.Popen(
+            command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ) as proc:
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise
+        return subprocess.CompletedProcess(command, proc.returncode, out, err), proc.pid
+    code, out, err, pid = fork_server().run(argv, env, cwd, timeout)
+    return subprocess.CompletedProcess(["procflow", *argv], code, out, err), pid
 
 
 def live_processes(marker: str) -> list[str]:

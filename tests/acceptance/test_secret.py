@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_runner import run_procflow
 
 from procflow.store.store import Store
 
@@ -73,13 +74,7 @@ class Scenario:
         env.update(NO_COLOR="1", PROCFLOW_TEST_PASSWORD=self.password)
         if key:
             env.update(self.db_env)
-        done = subprocess.run(
-            [sys.executable, "-m", "procflow.cli", *args, "--db", self.url],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done, _ = run_procflow([*args, "--db", self.url], env, Path.cwd(), timeout=60)
         command = "procflow " + " ".join(args)
         self.outputs.append((command, done.stdout + done.stderr))
         return done
