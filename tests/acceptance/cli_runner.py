@@ -22,8 +22,8 @@ from cli_forkclient import fork_server
 
 
 class Cli:
-    """`procflow ARGS --db URL` in a subprocess in ``cwd``, with ``db_env`` and nothing else of
-    procflow's from the caller's environment; helpers for JSON output and clean errors."""
+    """`procflow ARGS --db URL` as a process of its own in ``cwd``, with ``db_env`` and nothing
+    else of procflow's from the caller's environment; helpers for JSON output and clean errors."""
 
     def __init__(self, db_url: str, db_env: dict[str, str], cwd: Path) -> None:
         self.url = db_url

@@ -1,6 +1,6 @@
 """`procflow events send` through the real command, end to end, on both store backends.
 
-Every command is its own `procflow` subprocess on a store made by `procflow db init
+Every command is its own `procflow` process on a store made by `procflow db init
 --virtual-clock` (the clock starts at 2027-01-01T00:00:00Z), as in test_cli_flow.py. slack.post
 runs in outbox mode (no SLACK_* in the environment) and mints the ts that `slack.approval`
 correlates on. `events send` accepts the event and resumes the waiting runs; a worker

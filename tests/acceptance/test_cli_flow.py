@@ -1,6 +1,6 @@
 """Flows through the real `procflow` command, end to end, on both store backends.
 
-Every command is its own `procflow` subprocess that has exited before the next one starts, on a
+Every command is its own `procflow` process that has exited before the next one starts, on a
 store made by `procflow db init --virtual-clock` (the clock starts at 2027-01-01T00:00:00Z). Time
 only moves with `procflow clock advance` (or `run --wait`), so a waiting run is woken by a *new*
 process reading the store, never by one kept alive in between.

@@ -1,4 +1,4 @@
-"""The runtime through the real `procflow` command, in subprocesses, on a virtual clock."""
+"""The runtime through the real `procflow` command, one process per command, on a virtual clock."""
 
 from __future__ import annotations
 

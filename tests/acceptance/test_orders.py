@@ -1,6 +1,6 @@
 """``examples/orders/`` through the real ``procflow`` command, end to end, on both backends.
 
-Every command is its own ``procflow`` subprocess on a store made by ``procflow db init
+Every command is its own ``procflow`` process on a store made by ``procflow db init
 --virtual-clock`` (2027-01-01T00:00:00Z). A person completes tasks with ``tasks complete``, the
 customer replies with ``records create OrderMessage``, time passes with ``clock advance``/``set``,
 and ``worker --until-idle`` moves whatever a write made ready.

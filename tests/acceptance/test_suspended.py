@@ -1,6 +1,6 @@
 """No process while suspended: a run waiting on a 1-hour retry costs rows, never a process.
 
-Every command below is its own `procflow` subprocess that has exited before the next starts. The
+Every command below is its own `procflow` process that has exited before the next starts. The
 run sits in a retry wait due an hour later with nothing of procflow alive, and a *new* process
 picks it up from the store once the (virtual) clock has moved past the due time.
 """
