@@ -74,11 +74,9 @@ def run_child(request: dict[str, object], out: int, err: int) -> None:
         assert isinstance(argv, list)
         sys.argv = ["procflow", *argv]
         sys.path[0] = os.getcwd()  # as `python -m procflow.cli` has it
-        from procflow.cli import main
+        from procflow.cli import _run  # what the installed command's main() exits with
 
-        main(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        code = _run(argv)
     except BaseException:
         traceback.print_exc()
     finally:
