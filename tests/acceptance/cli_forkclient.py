@@ -43,8 +43,9 @@ class ForkServer:
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
                 conn.connect(self.path)
-                request = json.dumps({"argv": argv, "env": env, "cwd": str(cwd)}) + "\n"
-                socket.send_fds(conn, [request.encode()], [out_w, err_w])
+                request = (json.dumps({"argv": argv, "env": env, "cwd": str(cwd)}) + "\n").encode()
+                sent = socket.send_fds(conn, [request], [out_w, err_w])
+                conn.sendall(request[sent:])  # a stream socket may take a long request in parts
                 os.close(out_w)
                 os.close(err_w)
                 out_w = err_w = -1

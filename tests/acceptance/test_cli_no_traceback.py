@@ -353,6 +353,28 @@ def test_a_mistyped_db_path_is_refused_and_named(scene: Scene) -> None:
     assert not (scene.folder / "typo.db").exists()
 
 
+def test_a_name_too_long_for_the_system_is_refused_in_one_line(scene: Scene) -> None:
+    """A path the system cannot even look up (ENAMETOOLONG) is the request's fault: exit 2 and
+    one line saying why, as for a file that does not exist."""
+    long = str(scene.folder / ("n" * 300))
+    expected = {
+        ("validate", long): (
+            f"error: {long}: not a definition file; procflow reads *.intent and *.flow.yaml files"
+        ),
+        ("validate", f"{long}.intent"): f"error: {long}.intent: cannot be read: File name too long",
+        ("test", long): f"error: cannot look up [{long}]: File name too long",
+        ("db", "init", "--db", f"sqlite:///{long}.db"): (
+            f"error: sqlite:///{long}.db: cannot open the database: unable to open database file"
+        ),
+        ("run", scene.flow, "--input", "who=ann", "--db", f"sqlite:///{long}.db"): (
+            f"error: sqlite:///{long}.db: cannot open the database: unable to open database file"
+        ),
+    }
+    for args, line in expected.items():
+        done = invoke(*args)
+        assert (done.code, done.lines[-1]) == (2, line), done.stderr
+
+
 def test_only_init_upgrade_and_run_make_a_store(scene: Scene) -> None:
     """`db init` and `db upgrade` make a store where there is none; so does `run`, the one-shot
     job, after checking its file and inputs, and it says so on stderr."""

@@ -34,7 +34,7 @@ def definition_files(paths: tuple[str, ...]) -> Iterator[str]:
     """
     for p in paths:
         path = Path(p)
-        if not path.is_dir():
+        if not _is_folder(path):
             yield p
             continue
         entries = sorted(
@@ -47,6 +47,15 @@ def definition_files(paths: tuple[str, ...]) -> Iterator[str]:
         if not found:
             raise UsageError(f"{p}: no *.intent or *.flow.yaml files in this folder")
         yield from found
+
+
+def _is_folder(path: Path) -> bool:
+    """Whether ``path`` names a folder; a name the system cannot look up (too long, say) names
+    none, and reading it as a file then says why."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 @click.command()

@@ -40,13 +40,16 @@ class SqliteBackend:
         (a missing file is refused before SQLite would create it)."""
         if url.sqlite_file is not None:
             _check_file(url, create)
-        self.conn: Any = sqlite3.connect(
-            url.sqlite_path,
-            isolation_level=None,
-            timeout=30.0,
-            check_same_thread=False,
-            uri=url.sqlite_uri,
-        )
+        try:
+            self.conn: Any = sqlite3.connect(
+                url.sqlite_path,
+                isolation_level=None,
+                timeout=30.0,
+                check_same_thread=False,
+                uri=url.sqlite_uri,
+            )
+        except sqlite3.Error as exc:  # a name the system refuses (too long, say)
+            raise _open_error(url, exc) from None
         try:
             # Looked at before the first write (WAL is written into the file): a database
             # that holds no store is left exactly as it was.

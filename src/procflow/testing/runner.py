@@ -72,9 +72,13 @@ def find_test_files(paths: Sequence[str]) -> list[str]:
     found: list[str] = []
     for given in paths or ["."]:
         path = Path(given)
-        if path.is_dir():
+        try:
+            is_folder, is_file = path.is_dir(), path.is_file()
+        except OSError as exc:  # a name the system cannot look up (too long, say)
+            raise UsageError(f"cannot look up [{given}]: {exc.strerror or exc}") from None
+        if is_folder:
             found += [str(p) for p in _below(path)]
-        elif path.is_file():
+        elif is_file:
             found.append(str(path))
         else:
             raise UsageError(f"no test file or folder [{given}]")
