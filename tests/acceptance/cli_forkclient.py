@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 SERVER = Path(__file__).with_name("cli_forkserver.py")
@@ -66,14 +67,16 @@ class ForkServer:
 
 
 def _read_both(out: int, err: int, timeout: float) -> tuple[str, str]:
-    """Both pipes read to their end (a child filling one while the other is read never blocks)."""
+    """Both pipes read to their end within ``timeout`` seconds in all, as ``communicate`` does
+    (a child filling one while the other is read never blocks)."""
     read: dict[int, bytearray] = {out: bytearray(), err: bytearray()}
+    deadline = time.monotonic() + timeout
     with selectors.DefaultSelector() as selector:
         for fd in read:
             selector.register(fd, selectors.EVENT_READ)
         open_fds = len(read)
         while open_fds:
-            events = selector.select(timeout)
+            events = selector.select(max(0.0, deadline - time.monotonic()))
             if not events:
                 raise subprocess.TimeoutExpired("procflow", timeout)
             for key, _ in events:
